@@ -1,0 +1,107 @@
+"""Shared helpers for op registration and struct-info inference."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..errors import StructInfoError
+from ..ir import expr as E
+from ..ir import prim as P
+from ..ir import struct_info as S
+from ..ir.op_registry import DeviceBehavior, get_op, infer_call, register_op
+from ..ir.vdevice import VDevice
+
+__all__ = [
+    "DeviceBehavior",
+    "register_op",
+    "make_call",
+    "tensor_arg",
+    "common_vdevice",
+    "broadcast_shapes",
+    "fail",
+]
+
+
+def make_call(
+    name: str,
+    args: Sequence[E.Expr],
+    attrs: dict[str, Any] | None = None,
+    sinfo_args: Sequence[S.StructInfo] = (),
+    span: Any = None,
+) -> E.Call:
+    """Builds a call of a registered op, inferring struct info when the args have it."""
+    call = E.Call(get_op(name), tuple(args), E.Attrs(attrs or {}), tuple(sinfo_args), span=span)
+    if all(a.struct_info is not None for a in call.args):
+        call = E.replace(call, struct_info=infer_call(call))
+    return call
+
+
+def fail(op: str, message: str) -> StructInfoError:
+    """An error naming the op (raise the result)."""
+    return StructInfoError(f"op '{op}': {message}")
+
+
+def describe_arg(expr: E.Expr) -> str:
+    name = getattr(expr, "name_hint", None)
+    sinfo = S.describe(expr.struct_info) if expr.struct_info is not None else "?"
+    return f"'{name}' {sinfo}" if name else sinfo
+
+
+def tensor_arg(call: E.Call, index: int, what: str = "") -> S.TensorStructInfo:
+    """The TensorStructInfo of argument ``index``, or an error naming op and argument."""
+    op = call.op.name  # type: ignore[attr-defined]
+    if index >= len(call.args):
+        raise fail(op, f"missing argument {index}{' (' + what + ')' if what else ''}")
+    sinfo = call.args[index].struct_info
+    if not isinstance(sinfo, S.TensorStructInfo):
+        label = what or f"argument {index}"
+        raise fail(op, f"{label} must be a tensor, got {describe_arg(call.args[index])}")
+    return sinfo
+
+
+def common_vdevice(sinfos: Sequence[S.StructInfo]) -> VDevice | None:
+    """The vdevice shared by all tensor inputs; None if unknown or conflicting.
+
+    A conflict is not an error: the device planner resolves it with a copy.
+    """
+    found: VDevice | None = None
+    for s in sinfos:
+        if isinstance(s, S.TensorStructInfo):
+            if s.vdevice is None:
+                continue
+            if found is None:
+                found = s.vdevice
+            elif found != s.vdevice:
+                return None
+    return found
+
+
+def broadcast_shapes(
+    op: str, a: Sequence[P.PrimExpr], b: Sequence[P.PrimExpr]
+) -> tuple[P.PrimExpr, ...]:
+    """NumPy broadcasting over symbolic shapes; an error names both shapes."""
+    out: list[P.PrimExpr] = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else P.IntImm(1)
+        y = b[-i] if i <= len(b) else P.IntImm(1)
+        cx, cy = P.const_value(x), P.const_value(y)
+        if cx == 1:
+            out.append(y)
+        elif cy == 1:
+            out.append(x)
+        elif P.prove_equal(x, y):
+            out.append(x)
+        elif cx is not None and cy is not None:
+            raise fail(op, f"shapes {_fmt(a)} and {_fmt(b)} cannot be broadcast together")
+        else:
+            # Symbolic and unprovable: the result is the non-constant side
+            # when the other is unknown; otherwise keep the left operand.
+            out.append(x if cy is None or cx is None else x)
+    return tuple(reversed(out))
+
+
+def _fmt(shape: Sequence[P.PrimExpr]) -> str:
+    return "(" + ", ".join(P.to_str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+format_shape = _fmt
