@@ -29,3 +29,29 @@ __all__ = [
     "StructInfoError",
     "WellFormedError",
 ]
+
+# --- runtime (issue 4): imported lazily so `import hetvm` stays light ---------
+_RUNTIME_EXPORTS = {
+    "cpu": ("hetvm.runtime.device", "cpu"),
+    "device": ("hetvm.runtime.device", "device"),
+    "Device": ("hetvm.runtime.device", "Device"),
+    "nd": ("hetvm.runtime.nd", None),
+    "NDArray": ("hetvm.runtime.ndarray", "NDArray"),
+    "VirtualMachine": ("hetvm.runtime.vm", "VirtualMachine"),
+    "Executable": ("hetvm.runtime.bytecode", "Executable"),
+    "register_func": ("hetvm.runtime.registry", "register_func"),
+    "get_global_func": ("hetvm.runtime.registry", "get_global_func"),
+    "load_module": ("hetvm.runtime.artifact", "load_module"),
+}
+
+
+def __getattr__(name: str):
+    target = _RUNTIME_EXPORTS.get(name)
+    if target is None:
+        raise AttributeError(f"module 'hetvm' has no attribute '{name}'")
+    import importlib
+
+    module = importlib.import_module(target[0])
+    value = module if target[1] is None else getattr(module, target[1])
+    globals()[name] = value
+    return value

@@ -1,0 +1,253 @@
+"""Storage, reference counting and the per-device allocators (naive, pooled).
+
+An :class:`Allocation` is one block handed out by an allocator; it counts its
+references. A :class:`Storage` (what ``alloc_storage`` puts in a register)
+holds one reference, and every NDArray view carved out of the block holds one
+more. A reference is dropped explicitly (a ``Kill``) or when its Python object
+is garbage-collected, through ``weakref.finalize`` -- which runs at most once,
+so a release is idempotent. When the count reaches zero the block goes back
+to its allocator at once; that is what makes ``KillAfterLastUse`` real even
+when a storage is killed right after the tensor carved from it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable
+
+from ..errors import HetvmRuntimeError, OutOfMemoryError
+from .device import Device, get_api
+
+__all__ = [
+    "Allocation",
+    "Storage",
+    "Allocator",
+    "NaiveAllocator",
+    "PooledAllocator",
+    "make_allocator",
+    "default_allocator",
+]
+
+EventSink = Callable[[str, Device, int], None]
+POISON_BYTE = 0xFF
+
+
+class Allocation:
+    """One allocated block of ``nbytes`` on a device, with a reference count."""
+
+    __slots__ = ("buffer", "nbytes", "refs", "allocator", "freed", "__weakref__")
+
+    def __init__(self, buffer: Any, nbytes: int, allocator: Allocator) -> None:
+        self.buffer = buffer
+        self.nbytes = nbytes
+        self.refs = 0
+        self.allocator = allocator
+        self.freed = False
+
+    @property
+    def device(self) -> Device:
+        return self.allocator.device
+
+    def retain(self) -> None:
+        self.refs += 1
+
+    def release(self) -> None:
+        """Drops one reference; the last one gives the block back."""
+        if self.freed:
+            return
+        self.refs -= 1
+        if self.refs <= 0:
+            self.allocator.free(self)
+
+    def force_free(self) -> None:
+        """Gives the block back whatever its count (error clean-up)."""
+        if not self.freed:
+            self.refs = 0
+            self.allocator.free(self)
+
+
+class Storage:
+    """A device allocation of ``nbytes`` bytes that tensors are carved from.
+
+    The Storage object itself holds one reference to its block; ``release()``
+    (a Kill) or garbage collection drops it.
+    """
+
+    __slots__ = ("allocation", "scope", "_fin", "__weakref__")
+
+    def __init__(self, allocation: Allocation, scope: str = "global") -> None:
+        self.allocation = allocation
+        self.scope = scope
+        allocation.retain()
+        self._fin = weakref.finalize(self, allocation.release)
+        self._fin.atexit = False
+
+    @property
+    def device(self) -> Device:
+        return self.allocation.allocator.device
+
+    @property
+    def nbytes(self) -> int:
+        return self.allocation.nbytes
+
+    @property
+    def alive(self) -> bool:
+        return self._fin.alive and not self.allocation.freed
+
+    def release(self) -> None:
+        """Drops this storage's reference (idempotent)."""
+        self._fin()
+
+    def __repr__(self) -> str:
+        state = "" if self.alive else ", released"
+        return f"Storage({self.nbytes} bytes on {self.device}{state})"
+
+
+class Allocator:
+    """Hands out blocks on one device and counts what it hands out.
+
+    ``bytes_in_use``: bytes of live blocks; ``peak_bytes``: the high-water mark
+    since the last ``reset_peak``; ``pool_bytes``: freed bytes kept for reuse;
+    ``alloc_calls``: allocation requests; ``raw_allocs``: requests that reached
+    the device. ``poison`` fills freed memory with 0xFF (NaN for floats).
+    """
+
+    name = "base"
+
+    def __init__(self, dev: Device, *, poison: bool = False) -> None:
+        self.device = dev
+        self.api = get_api(dev)
+        self.poison = poison
+        self.bytes_in_use = 0
+        self.peak_bytes = 0
+        self.pool_bytes = 0
+        self.alloc_calls = 0
+        self.raw_allocs = 0
+        self.live: weakref.WeakSet[Allocation] = weakref.WeakSet()
+        self.on_event: EventSink | None = None
+
+    # -- public -----------------------------------------------------------
+    def alloc(self, nbytes: int) -> Allocation:
+        """A block of exactly ``nbytes`` bytes (reference count 0)."""
+        nbytes = int(nbytes)
+        if nbytes < 0:
+            raise HetvmRuntimeError(f"negative allocation of {nbytes} bytes on {self.device}")
+        self.alloc_calls += 1
+        buffer = self._take(nbytes)
+        block = Allocation(buffer, nbytes, self)
+        self.bytes_in_use += nbytes
+        if self.bytes_in_use > self.peak_bytes:
+            self.peak_bytes = self.bytes_in_use
+        self.live.add(block)
+        if self.on_event is not None:
+            self.on_event("alloc", self.device, nbytes)
+        return block
+
+    def free(self, block: Allocation) -> None:
+        """Takes a block back (called when its reference count reaches zero)."""
+        if block.freed:
+            return
+        block.freed = True
+        self.bytes_in_use -= block.nbytes
+        self.live.discard(block)
+        if self.poison:
+            poison_buffer(block.buffer)
+        self._give_back(block)
+        block.buffer = None
+        if self.on_event is not None:
+            self.on_event("free", self.device, block.nbytes)
+
+    def release_all(self) -> None:
+        """Returns every pooled block to the device."""
+
+    def reset_peak(self) -> None:
+        self.peak_bytes = self.bytes_in_use
+        self.alloc_calls = 0
+        self.raw_allocs = 0
+
+    def stats(self) -> dict:
+        return {
+            "peak_bytes": self.peak_bytes,
+            "bytes_in_use": self.bytes_in_use,
+            "pool_bytes": self.pool_bytes,
+            "alloc_calls": self.alloc_calls,
+            "raw_allocs": self.raw_allocs,
+        }
+
+    # -- for subclasses ----------------------------------------------------
+    def _raw(self, nbytes: int) -> Any:
+        if not self.api.fits(nbytes):
+            self.release_all()
+            if not self.api.fits(nbytes):
+                raise OutOfMemoryError(
+                    f"out of memory on {self.device}: requested {nbytes} bytes with "
+                    f"{self.api.allocated} bytes in use (this allocator: {self.bytes_in_use}), "
+                    f"capacity {self.api.capacity} bytes"
+                )
+        self.raw_allocs += 1
+        return self.api.raw_alloc(nbytes)
+
+    def _take(self, nbytes: int) -> Any:
+        return self._raw(nbytes)
+
+    def _give_back(self, block: Allocation) -> None:
+        self.api.raw_free(block.buffer, block.nbytes)
+
+
+class NaiveAllocator(Allocator):
+    """Every request goes to the device and every free returns at once."""
+
+    name = "naive"
+
+
+class PooledAllocator(Allocator):
+    """Keeps freed blocks by size and reuses one of exactly the requested size."""
+
+    name = "pooled"
+
+    def __init__(self, dev: Device, *, poison: bool = False) -> None:
+        super().__init__(dev, poison=poison)
+        self._pool: dict[int, list[Any]] = {}
+
+    def _take(self, nbytes: int) -> Any:
+        bucket = self._pool.get(nbytes)
+        if bucket:
+            self.pool_bytes -= nbytes
+            return bucket.pop()
+        return self._raw(nbytes)
+
+    def _give_back(self, block: Allocation) -> None:
+        self._pool.setdefault(block.nbytes, []).append(block.buffer)
+        self.pool_bytes += block.nbytes
+
+    def release_all(self) -> None:
+        for nbytes, bucket in self._pool.items():
+            for buf in bucket:
+                self.api.raw_free(buf, nbytes)
+        self._pool.clear()
+        self.pool_bytes = 0
+
+
+def poison_buffer(buffer: Any) -> None:
+    """Fills a byte buffer with 0xFF, which reads back as NaN in floats."""
+    if buffer is not None:
+        buffer[...] = POISON_BYTE
+
+
+def make_allocator(kind: str, dev: Device, *, poison: bool = False) -> Allocator:
+    """``kind`` is "naive" or "pooled"."""
+    classes = {"naive": NaiveAllocator, "pooled": PooledAllocator}
+    if kind not in classes:
+        raise HetvmRuntimeError(f"unknown allocator '{kind}' (use 'naive' or 'pooled')")
+    return classes[kind](dev, poison=poison)
+
+
+_DEFAULT: dict[Device, Allocator] = {}
+
+
+def default_allocator(dev: Device) -> Allocator:
+    """The naive allocator used outside a VM (``nd.array``, constants)."""
+    alloc = _DEFAULT.get(dev)
+    if alloc is None:
+        alloc = _DEFAULT.setdefault(dev, NaiveAllocator(dev))
+    return alloc

@@ -1,0 +1,175 @@
+"""NDArray: a typed view (storage block, byte offset, shape, dtype) on a device.
+
+``hetvm.nd.array(np_array, device)`` makes one; ``.numpy()`` reads it back
+(refused on devices host code cannot read, such as ``sim``, where only a copy
+brings data out). Each live NDArray holds one reference to its block.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import HetvmRuntimeError
+from .device import Device, copy_array, cpu, get_api
+from .memory import POISON_BYTE, Allocation, Allocator, default_allocator
+
+__all__ = ["NDArray", "ShapeTuple", "array", "empty", "view", "np_dtype", "nbytes_of"]
+
+
+class ShapeTuple(tuple):
+    """A runtime shape value (what ``R.shape`` / ``shape_of`` produce)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"ShapeTuple({tuple.__repr__(self)})"
+
+
+def np_dtype(dtype: Any) -> np.dtype:
+    """The NumPy dtype for a hetvm dtype string; an error names unsupported ones."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise HetvmRuntimeError(f"unsupported dtype {dtype!r}") from None
+    if dt.kind not in "biuf" or dt.hasobject:
+        raise HetvmRuntimeError(f"unsupported dtype {dtype!r}")
+    return dt
+
+
+def nbytes_of(shape: Sequence[int], dtype: Any) -> int:
+    """Bytes needed by a dense tensor."""
+    n = np_dtype(dtype).itemsize
+    for d in shape:
+        if int(d) < 0:
+            raise HetvmRuntimeError(f"negative dimension in shape {tuple(shape)}")
+        n *= int(d)
+    return n
+
+
+class NDArray:
+    """A dense tensor living in a device block.
+
+    ``_data`` is the backend array (NumPy or CuPy) that kernels receive; the
+    VM reads it directly, so the attribute names are part of the runtime.
+    """
+
+    __slots__ = ("_data", "device", "allocation", "offset", "_fin", "_killable", "__weakref__")
+
+    def __init__(self, data: Any, dev: Device, allocation: Allocation, offset: int) -> None:
+        self._data = data
+        self.device = dev
+        self.allocation = allocation
+        self.offset = offset
+        self._killable = True
+        allocation.retain()
+        self._fin = weakref.finalize(self, allocation.release)
+        self._fin.atexit = False
+
+    # -- inspection ---------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._data.shape)
+
+    @property
+    def dtype(self) -> str:
+        return str(self._data.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._data.nbytes)
+
+    @property
+    def alive(self) -> bool:
+        return self._fin.alive and not self.allocation.freed
+
+    def numpy(self) -> np.ndarray:
+        """A host copy of the contents."""
+        self._check_alive("numpy()")
+        api = get_api(self.device)
+        if not api.host_readable:
+            raise HetvmRuntimeError(
+                f"NDArray {self.shape} {self.dtype} lives on {self.device}, whose memory host "
+                f"code cannot read; copy it first: arr.copyto(hetvm.cpu(0)).numpy()"
+            )
+        return np.array(api.to_host(self._data), copy=True)
+
+    def copyto(self, target: Device | NDArray) -> NDArray:
+        """A copy on another device (or into an existing NDArray, returned)."""
+        self._check_alive("copyto()")
+        if isinstance(target, NDArray):
+            copy_array(self.device, self._data, target.device, target._data)
+            return target
+        out = empty(self.shape, self.dtype, target)
+        copy_array(self.device, self._data, target, out._data)
+        return out
+
+    def release(self) -> None:
+        """Drops this view's reference to its block (idempotent)."""
+        self._fin()
+
+    def _check_alive(self, what: str) -> None:
+        if not self.alive:
+            raise HetvmRuntimeError(
+                f"{what} on a released NDArray {self.shape} {self.dtype} on {self.device}"
+            )
+
+    def _poison(self) -> None:
+        if self.alive and self._data.size:
+            start = self.offset
+            self.allocation.buffer[start : start + self._data.nbytes] = POISON_BYTE
+
+    def __repr__(self) -> str:
+        state = "" if self.alive else ", released"
+        return f"NDArray(shape={self.shape}, dtype={self.dtype}, device={self.device}{state})"
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype)
+
+
+def view(allocation: Allocation, offset: int, shape: Sequence[int], dtype: Any) -> NDArray:
+    """An NDArray over ``allocation`` at byte ``offset``; bounds are checked."""
+    if allocation.freed:
+        raise HetvmRuntimeError(
+            f"alloc_tensor on a released storage ({allocation.nbytes} bytes on "
+            f"{allocation.device})"
+        )
+    dt = np_dtype(dtype)
+    shape = tuple(int(d) for d in shape)
+    size = nbytes_of(shape, dt)
+    offset = int(offset)
+    if offset < 0 or offset + size > allocation.nbytes:
+        raise HetvmRuntimeError(
+            f"tensor {shape} {dt} at offset {offset} ({size} bytes) does not fit in a storage "
+            f"of {allocation.nbytes} bytes on {allocation.device}"
+        )
+    data = allocation.buffer[offset : offset + size].view(dt).reshape(shape)
+    return NDArray(data, allocation.device, allocation, offset)
+
+
+def empty(
+    shape: Sequence[int], dtype: Any, dev: Device | None = None, allocator: Allocator | None = None
+) -> NDArray:
+    """An uninitialised tensor with its own block."""
+    dev = dev if dev is not None else cpu(0)
+    allocator = allocator if allocator is not None else default_allocator(dev)
+    block = allocator.alloc(nbytes_of(shape, dtype))
+    return view(block, 0, shape, dtype)
+
+
+def array(data: Any, dev: Device | None = None) -> NDArray:
+    """A tensor on ``dev`` (default cpu:0) holding a copy of ``data``."""
+    if isinstance(data, NDArray):
+        return data.copyto(dev if dev is not None else data.device)
+    host = np.asarray(data)
+    np_dtype(host.dtype)
+    out = empty(host.shape, host.dtype, dev)
+    get_api(out.device).from_host(np.ascontiguousarray(host), out._data)
+    return out
