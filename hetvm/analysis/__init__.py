@@ -1,0 +1,24 @@
+"""Read-only facts about IR: well-formedness, free variables, uses."""
+
+from .free_vars import (
+    all_vars,
+    bound_vars,
+    definable_symbolic_vars,
+    free_symbolic_vars,
+    free_vars,
+    sinfo_symbolic_vars,
+)
+from .uses import collect_uses
+from .well_formed import check_well_formed, well_formed
+
+__all__ = [
+    "all_vars",
+    "bound_vars",
+    "check_well_formed",
+    "collect_uses",
+    "definable_symbolic_vars",
+    "free_symbolic_vars",
+    "free_vars",
+    "sinfo_symbolic_vars",
+    "well_formed",
+]
