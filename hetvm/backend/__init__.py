@@ -1,0 +1,1 @@
+"""Code generators: VM bytecode and graph-executor JSON."""

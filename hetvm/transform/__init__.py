@@ -1,0 +1,50 @@
+"""Passes (one per file) and the pass infrastructure.
+
+Each pass is usable alone: ``hetvm.transform.KillAfterLastUse()(mod)``.
+"""
+
+from .call_tir_rewrite import CallTIRRewrite
+from .canonicalize_bindings import CanonicalizeBindings
+from .dead_code_elimination import DeadCodeElimination
+from .kill_after_last_use import KillAfterLastUse
+from .legalize_ops import LegalizeOps
+from .lower_alloc_tensor import LowerAllocTensor
+from .normalize import Normalize
+from .pass_infra import (
+    BindingOrigin,
+    FunctionPass,
+    ModulePass,
+    Pass,
+    PassContext,
+    PassInfo,
+    PassInstrument,
+    PassTimer,
+    PrintIR,
+    Sequential,
+    function_pass,
+    module_pass,
+)
+from .to_non_dataflow import ToNonDataflow
+
+__all__ = [
+    "CallTIRRewrite",
+    "CanonicalizeBindings",
+    "DeadCodeElimination",
+    "KillAfterLastUse",
+    "LegalizeOps",
+    "LowerAllocTensor",
+    "Normalize",
+    "BindingOrigin",
+    "FunctionPass",
+    "ModulePass",
+    "Pass",
+    "PassContext",
+    "PassInfo",
+    "PassInstrument",
+    "PassTimer",
+    "PrintIR",
+    "Sequential",
+    "function_pass",
+    "module_pass",
+    "ToNonDataflow",
+]

@@ -1,0 +1,89 @@
+"""DeadCodeElimination: drop pure bindings nobody reads, and unreachable functions.
+
+Works backwards over each sequence with a live set, so a chain of dead
+bindings goes in one pass. Impure bindings always stay. Functions that are
+private (``attrs["private"]``) and never referenced are removed; public
+functions are entry points and stay.
+"""
+
+from __future__ import annotations
+
+from ..ir import expr as E
+from ..ir.module import IRModule
+from ._util import is_pure, uses_of
+from .pass_infra import Pass, PassContext
+
+
+def _dce_seq(seq: E.SeqExpr, mod: IRModule) -> tuple[E.SeqExpr, list[E.Var]]:
+    """Returns the pruned sequence and the variables it reads from outside."""
+    live: set[E.Var] = set(uses_of(seq.body))
+    new_blocks: list[E.BindingBlock] = []
+    changed = False
+    for block in reversed(seq.blocks):
+        kept: list[E.Binding] = []
+        for b in reversed(block.bindings):
+            value = b.value  # type: ignore[attr-defined]
+            if b.var not in live and is_pure(value, mod):
+                changed = True
+                continue
+            if isinstance(value, E.If):
+                tb, _ = _dce_seq(value.true_branch, mod)
+                fb, _ = _dce_seq(value.false_branch, mod)
+                if tb is not value.true_branch or fb is not value.false_branch:
+                    value = E.If(value.cond, tb, fb, struct_info=value.struct_info, span=value.span)
+                    b = E.replace(b, value=value)
+                    changed = True
+            live.update(uses_of(value))
+            kept.append(b)
+        kept.reverse()
+        if len(kept) != len(block.bindings):
+            changed = True
+        if kept:
+            new_blocks.append(block if len(kept) == len(block.bindings) and not changed else type(block)(tuple(kept), span=block.span))
+    new_blocks.reverse()
+    if not changed:
+        return seq, list(live)
+    return E.SeqExpr(new_blocks, seq.body, struct_info=seq.struct_info, span=seq.span), list(live)
+
+
+def _referenced_globals(func: E.Function) -> set[str]:
+    from ..ir.visitor import post_order_visit
+
+    names: set[str] = set()
+
+    def visit(e: E.Expr) -> None:
+        if isinstance(e, E.GlobalVar):
+            names.add(e.name_hint)
+
+    post_order_visit(func, visit)
+    return names
+
+
+class DeadCodeElimination(Pass):
+    def __init__(self, entry_functions: tuple[str, ...] = ()) -> None:
+        super().__init__("DeadCodeElimination")
+        self.entry_functions = entry_functions
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        funcs: dict[str, E.Function] = {}
+        changed = False
+        for name, func in mod.functions.items():
+            body, _ = _dce_seq(func.body, mod)
+            if body is not func.body:
+                func = E.replace(func, body=body)
+                changed = True
+            funcs[name] = func
+        # reachability from entry points
+        roots = [n for n, f in funcs.items() if not f.attrs.get("private") or n in self.entry_functions]
+        reachable: set[str] = set()
+        work = list(roots)
+        while work:
+            n = work.pop()
+            if n in reachable or n not in funcs:
+                continue
+            reachable.add(n)
+            work.extend(_referenced_globals(funcs[n]))
+        if len(reachable) != len(funcs):
+            funcs = {n: f for n, f in funcs.items() if n in reachable}
+            changed = True
+        return mod.with_functions(funcs) if changed else mod

@@ -1,0 +1,195 @@
+"""KillAfterLastUse: free every intermediate right after its last use.
+
+Semantics follow TVM's pass: bindings are canonicalised first (``y = x`` and
+no-op match_casts are dropped, so uses through them count for ``x``); then a
+value is killed right after the binding that reads it last — storage with
+``memory.kill_storage``, tensors with ``memory.kill_tensor``, other register
+objects (tuples, opaque objects) with ``vm.kill_object``. Constants, shapes,
+prim values, functions, parameters, outputs, unused values and values that
+already have a kill are left alone.
+
+Where hetvm differs from TVM 0.27:
+* a function containing an ``If`` still gets the kills of its outer body; a
+  value read inside a branch counts as read by the ``If`` binding, and values
+  local to a branch are killed inside it (the branch result is not);
+* aliases are tracked: a value reached through ``TupleGetItem`` of a literal
+  tuple or a ``vm.builtin.reshape`` view shares its root's bytes, so the root
+  is killed after the last use of any alias (killing an alias alone would
+  poison bytes still in use), and the alias registers are cleared then with
+  ``vm.kill_object``. Aliases of parameters and outputs are never killed.
+"""
+
+from __future__ import annotations
+
+from ..ir import expr as E
+from ..ir import struct_info as S
+from ..ir.module import IRModule
+from ..ir.op_registry import get_op
+from ._util import uses_of
+from .canonicalize_bindings import CanonicalizeBindings
+from .legalize_ops import RESHAPE_BUILTIN
+from .pass_infra import FunctionPass, PassContext
+
+UNIT = S.TupleStructInfo([])
+KILL_OPS = frozenset({"memory.kill_tensor", "memory.kill_storage", "vm.kill_object"})
+STORAGE_OPS = frozenset({"memory.alloc_storage", "vm.alloc_storage"})
+
+
+def _op_name(value: E.Expr) -> str | None:
+    if isinstance(value, E.Call) and isinstance(value.op, E.Op):
+        return value.op.name
+    return None
+
+
+class _FunctionFacts:
+    """Definitions, alias roots, outputs and existing kills of one function."""
+
+    def __init__(self, func: E.Function) -> None:
+        self.value_of: dict[E.Var, E.Expr] = {}
+        self.killed: set[E.Var] = set()
+        self.params = set(func.params)
+        self._collect(func.body)
+        self.outputs: set[E.Var] = set()
+        self._mark_outputs(func.body.body, self.outputs)
+
+    def _collect(self, seq: E.SeqExpr) -> None:
+        for block in seq.blocks:
+            for b in block.bindings:
+                value = b.value  # type: ignore[attr-defined]
+                self.value_of[b.var] = value
+                if _op_name(value) in KILL_OPS and isinstance(value.args[0], E.Var):
+                    self.killed.add(value.args[0])
+                if isinstance(value, E.If):
+                    self._collect(value.true_branch)
+                    self._collect(value.false_branch)
+
+    def root(self, var: E.Var) -> E.Var:
+        """The variable whose bytes ``var`` shares (itself when it owns them)."""
+        seen = 0
+        while seen < 10_000:
+            seen += 1
+            value = self.value_of.get(var)
+            if isinstance(value, E.TupleGetItem) and isinstance(value.tuple_value, E.Var):
+                tup = self.value_of.get(value.tuple_value)
+                if isinstance(tup, E.Tuple):
+                    field = tup.fields[value.index]
+                    if isinstance(field, E.Var):
+                        var = field
+                        continue
+                var = value.tuple_value
+                continue
+            if (
+                isinstance(value, E.Call)
+                and isinstance(value.op, E.ExternFunc)
+                and value.op.global_symbol == RESHAPE_BUILTIN
+                and isinstance(value.args[0], E.Var)
+            ):
+                var = value.args[0]
+                continue
+            return var
+        return var
+
+    def _mark_outputs(self, expr: E.Expr, out: set[E.Var]) -> None:
+        """Everything the result refers to, through tuples and aliases."""
+        stack = [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, E.Tuple):
+                stack.extend(e.fields)
+            elif isinstance(e, E.Var):
+                if e in out:
+                    continue
+                out.add(e)
+                out.add(self.root(e))
+                value = self.value_of.get(e)
+                if isinstance(value, E.Tuple):
+                    stack.extend(value.fields)
+                root_value = self.value_of.get(self.root(e))
+                if isinstance(root_value, E.Tuple):
+                    stack.extend(root_value.fields)
+
+    def kill_call(self, var: E.Var) -> E.Call | None:
+        """The kill for a root variable, or None when it must stay."""
+        if var in self.params or var in self.outputs or var in self.killed:
+            return None
+        value = self.value_of.get(var)
+        if value is None or isinstance(value, E.Constant):
+            return None
+        sinfo = var.struct_info
+        if isinstance(sinfo, (S.ShapeStructInfo, S.PrimStructInfo, S.FuncStructInfo)):
+            return None
+        if _op_name(value) in STORAGE_OPS:
+            op = "memory.kill_storage"
+        elif isinstance(sinfo, S.TensorStructInfo):
+            op = "memory.kill_tensor"
+        else:
+            op = "vm.kill_object"
+        return E.Call(get_op(op), (var,), struct_info=UNIT)
+
+
+def _kill_binding(call: E.Call) -> E.VarBinding:
+    return E.VarBinding(E.Var("_", struct_info=UNIT), call)
+
+
+def _process_seq(seq: E.SeqExpr, facts: _FunctionFacts, branch_outputs: set[E.Var]) -> E.SeqExpr:
+    flat: list[tuple[int, E.Binding]] = []
+    for bi, block in enumerate(seq.blocks):
+        for b in block.bindings:
+            flat.append((bi, b))
+    defined = {b.var for _, b in flat}
+    # last position at which each root (defined here) or alias is read
+    last_use: dict[E.Var, int] = {}
+    aliases: dict[E.Var, list[E.Var]] = {}
+    for pos, (_, b) in enumerate(flat):
+        for v in uses_of(b.value):  # type: ignore[attr-defined]
+            root = facts.root(v)
+            if root in defined:
+                last_use[root] = pos
+                if v is not root:
+                    aliases.setdefault(root, [])
+                    if v not in aliases[root]:
+                        aliases[root].append(v)
+    kills_after: dict[int, list[E.Binding]] = {}
+    order = {b.var: i for i, (_, b) in enumerate(flat)}
+    for root in sorted(last_use, key=lambda v: order[v]):
+        if root in branch_outputs or facts.root(root) in branch_outputs:
+            continue
+        call = facts.kill_call(root)
+        if call is None:
+            continue
+        extra = [
+            _kill_binding(E.Call(get_op("vm.kill_object"), (a,), struct_info=UNIT))
+            for a in aliases.get(root, [])
+            if a not in facts.outputs and a not in branch_outputs
+        ]
+        kills_after.setdefault(last_use[root], []).extend(extra + [_kill_binding(call)])
+    # rebuild, recursing into If branches
+    new_blocks: list[list[E.Binding]] = [[] for _ in seq.blocks]
+    for pos, (bi, b) in enumerate(flat):
+        value = b.value  # type: ignore[attr-defined]
+        if isinstance(value, E.If):
+            tb = _process_seq(value.true_branch, facts, _branch_outputs(value.true_branch, facts))
+            fb = _process_seq(value.false_branch, facts, _branch_outputs(value.false_branch, facts))
+            if tb is not value.true_branch or fb is not value.false_branch:
+                b = E.replace(b, value=E.If(value.cond, tb, fb, struct_info=value.struct_info, span=value.span))
+        new_blocks[bi].append(b)
+        new_blocks[bi].extend(kills_after.get(pos, ()))
+    blocks = [type(block)(tuple(bs), span=block.span) for block, bs in zip(seq.blocks, new_blocks)]
+    return E.SeqExpr(blocks, seq.body, struct_info=seq.struct_info, span=seq.span)
+
+
+def _branch_outputs(seq: E.SeqExpr, facts: _FunctionFacts) -> set[E.Var]:
+    out: set[E.Var] = set()
+    facts._mark_outputs(seq.body, out)
+    return out
+
+
+class KillAfterLastUse(FunctionPass):
+    def __init__(self) -> None:
+        super().__init__("KillAfterLastUse")
+
+    def transform_function(self, func: E.Function, mod: IRModule, ctx: PassContext) -> E.Function:
+        canon = CanonicalizeBindings().transform_function(func, mod, ctx)
+        facts = _FunctionFacts(canon)
+        body = _process_seq(canon.body, facts, set())
+        return E.replace(canon, body=body)
