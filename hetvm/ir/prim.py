@@ -137,8 +137,13 @@ _atom_counter = itertools.count()
 def _atom_key(atom: PrimExpr) -> tuple:
     """A deterministic order for atoms so canonical forms print stably."""
     if isinstance(atom, PrimVar):
-        return (0, atom.name, _atom_order.setdefault(id(atom), next(_atom_counter)))
-    return (1, type(atom).__name__, repr(atom))
+        return (0, atom.name, _var_order(atom))
+    # same-named variables print alike; their creation order breaks the tie
+    return (1, type(atom).__name__, repr(atom), tuple(_var_order(v) for v in free_vars(atom)))
+
+
+def _var_order(var: PrimVar) -> int:
+    return _atom_order.setdefault(id(var), next(_atom_counter))
 
 
 def _as_expr(value: IntLike) -> PrimExpr:
@@ -258,12 +263,32 @@ def floordiv(a: IntLike, b: IntLike) -> PrimExpr:
     if ca is not None and cb is not None:
         return IntImm(ca // cb)
     if cb == 1:
-        return a
-    if cb is not None and cb > 0 and all(c % cb == 0 for c in pa.values()):
-        return _from_poly({m: c // cb for m, c in pa.items()})
+        return _from_poly(pa)
+    if cb is not None and cb > 0:
+        # (cb*q + r) // cb == q + r // cb for integer q: pull the divisible part out
+        q, r = _split_by(pa, cb)
+        return _from_poly(_poly_add(q, _to_poly(_small_div(r, cb, want_mod=False))))
     if pa and pa == pb:
         return IntImm(1)
     return FloorDiv(_from_poly(pa), _from_poly(pb))
+
+
+def _split_by(p: Poly, c: int) -> tuple[Poly, Poly]:
+    """``p == c*q + r`` with every coefficient of ``r`` in [0, c)."""
+    q = {mono: k // c for mono, k in p.items() if k // c}
+    r = {mono: k % c for mono, k in p.items() if k % c}
+    return q, r
+
+
+def _small_div(r: Poly, c: int, *, want_mod: bool) -> PrimExpr:
+    """``r // c`` or ``r % c`` for a remainder polynomial ``r`` (c > 0)."""
+    rc = _const(r)
+    if rc is not None:
+        return IntImm(rc % c if want_mod else rc // c)
+    lo, hi = bounds(_from_poly(r))
+    if lo is not None and hi is not None and 0 <= lo and hi < c:
+        return _from_poly(r) if want_mod else IntImm(0)
+    return (FloorMod if want_mod else FloorDiv)(_from_poly(r), IntImm(c))
 
 
 def floormod(a: IntLike, b: IntLike) -> PrimExpr:
@@ -274,8 +299,9 @@ def floormod(a: IntLike, b: IntLike) -> PrimExpr:
         raise StructInfoError(f"modulo by zero in shape expression {a!r} % {b!r}")
     if ca is not None and cb is not None:
         return IntImm(ca % cb)
-    if cb is not None and cb > 0 and all(c % cb == 0 for c in pa.values()):
-        return IntImm(0)
+    if cb is not None and cb > 0:
+        # (cb*q + r) % cb == r % cb for integer q
+        return _small_div(_split_by(pa, cb)[1], cb, want_mod=True)
     if pa and pa == pb:
         return IntImm(0)
     return FloorMod(_from_poly(pa), _from_poly(pb))
@@ -297,7 +323,7 @@ def _minmax(a: IntLike, b: IntLike, *, is_min: bool) -> PrimExpr:
         return a if is_min else b
     if lo is not None and lo >= 0:  # a >= b
         return b if is_min else a
-    first, second = sorted((a, b), key=repr)
+    first, second = sorted((a, b), key=_atom_key)
     return Min(first, second) if is_min else Max(first, second)
 
 
