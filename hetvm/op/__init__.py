@@ -1,8 +1,165 @@
 """Operator constructors (``hetvm.op.add``, ``hetvm.op.nn.conv2d`` ...).
 
 Importing this package registers every op's inference rule in the registry
-of :mod:`hetvm.ir.op_registry`.
+of :mod:`hetvm.ir.op_registry`. Constructors have TVM Relax's signatures.
+IR arguments go to ``Call.args``; every other keyword is an attr in
+``Call.attrs`` under the same name, normalised to one form (shown below):
+``ctor(*call.args, **call.attrs)`` (plus ``out_sinfo=`` for call_dps_packed)
+rebuilds the call.
+
+Attr forms: "2-tuple" = tuple of 2 ints; "pad4" = (top, left, bottom, right);
+"axes" = tuple of ints, negative allowed; dtypes are strings, None = unset.
+
+=========================  ====================================  ==========================================
+op                         args (IR)                             attrs (normalised form)
+=========================  ====================================  ==========================================
+add subtract multiply      lhs, rhs                              -
+divide floor_divide power
+maximum minimum
+equal not_equal less       lhs, rhs (result bool)                -
+less_equal greater
+greater_equal logical_and
+logical_or
+exp log sqrt rsqrt tanh    data                                  -
+sigmoid erf negative abs
+sin cos floor ceil round
+sign reciprocal
+logical_not
+clip                       data                                  min: float, max: float
+matmul                     x1, x2                                out_dtype: str|None
+nn.conv2d                  data, weight                          strides: 2-tuple, padding: pad4,
+                                                                 dilation: 2-tuple, groups: int,
+                                                                 data_layout: str ("NCHW"),
+                                                                 kernel_layout: str ("OIHW"),
+                                                                 out_layout: str|None, out_dtype: str|None
+nn.max_pool2d              data                                  pool_size: 2-tuple, strides: 2-tuple,
+nn.avg_pool2d                                                    padding: pad4, dilation: 2-tuple,
+                                                                 ceil_mode: bool, count_include_pad: bool,
+                                                                 layout: str, out_layout: str|None
+nn.adaptive_avg_pool2d     data                                  output_size: 2-tuple|None, layout: str,
+                                                                 out_layout: str|None
+nn.relu nn.gelu            data                                  -
+nn.gelu_tanh nn.silu
+nn.leakyrelu               data                                  alpha: float
+nn.softmax nn.log_softmax  data                                  axis: int
+nn.batch_norm              data, gamma, beta, moving_mean,       axis: int, epsilon: float, center: bool,
+                           moving_var -> Tuple(out, mean, var)   scale: bool, momentum: float,
+                                                                 training: bool (False: moving stats)
+nn.layer_norm              data, gamma, beta                     axes: axes, epsilon: float, center: bool,
+                                                                 scale: bool
+nn.dropout                 data -> Tuple(out, mask)              rate: float
+reshape                    x, shape (ShapeExpr; -1 resolved)     -
+permute_dims               x                                     axes: axes|None (None reverses)
+expand_dims                x                                     axis: axes
+squeeze                    x                                     axis: axes|None
+flatten                    x (to 1-D)                            -
+broadcast_to               x, shape (ShapeExpr)                  -
+concat                     tensors (Tuple)                       axis: int|None
+split                      x -> Tuple                            indices_or_sections: int|tuple of ints,
+                                                                 axis: int (sections: ceil-sized pieces,
+                                                                 last one smaller)
+take                       x, indices                            axis: int|None, mode: "fast"|"clip"|"wrap"
+strided_slice              x                                     axes: axes, begin: tuple, end: tuple,
+                                                                 strides: tuple (filled with 1s),
+                                                                 assume_inbound: bool
+sum mean max min prod      x                                     axis: axes|None, keepdims: bool
+argmax argmin              x (result int64)                      axis: int|None, keepdims: bool
+astype                     x                                     dtype: str
+where                      condition, x1, x2                     -
+zeros ones                 shape (ShapeExpr)                     dtype: str
+full                       shape, fill_value (0-d Constant or    dtype: str|None
+                           PrimValue)
+zeros_like ones_like       x                                     dtype: str|None
+full_like                  x, fill_value                         dtype: str|None
+shape_of                   expr (HOST_ONLY; result Shape)        -
+hint_on_device             data (ANNOTATION)                     dst_vdevice: VDevice (memory_scope folded in)
+to_vdevice                 data (CROSS_DEVICE)                   dst_vdevice: VDevice
+memory.alloc_storage       size: ShapeExpr, virtual_device_index: -
+                           PrimValue, storage_scope: StringImm,
+                           dtype: DataTypeImm -> Object
+memory.alloc_tensor        storage, offset: PrimValue, shape:    -
+                           ShapeExpr, dtype: DataTypeImm
+memory.kill_storage        storage -> ()                         -
+memory.kill_tensor         tensor -> ()                          -
+builtin.alloc_tensor       shape, dtype: DataTypeImm,            -
+                           runtime_device_index: PrimValue
+                           [, storage_scope: StringImm]
+vm.alloc_storage           size, runtime_device_index, dtype,    -
+                           storage_scope: StringImm -> Object
+vm.alloc_tensor            storage, offset, shape, dtype         -
+vm.kill_object             obj -> ()                             -
+call_dps_packed            func: ExternFunc, args: Tuple         op_attrs: Attrs (opt), device: VDevice (opt);
+                           (sinfo_args = [out_sinfo])            out_sinfo -> Call.sinfo_args[0]
+null_value                 - -> Object                           -
+=========================  ====================================  ==========================================
+
+Not ops: ``call_packed(func, *args, sinfo_args=None, **attrs)`` builds
+``Call(ExternFunc(func), args, attrs, sinfo_args)``; ``device(kind, index)``
+builds the VDevice that ``hint_on_device`` takes (``R.device``).
 """
 
+from . import builtin, elementwise, memory, nn, vm
+from .create import full, full_like, ones, ones_like, zeros, zeros_like
+from .datatype import astype, where
+from .device import device, hint_on_device, to_vdevice
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import clip  # noqa: F401
+from .index import strided_slice, take
+from .linalg import matmul
+from .manipulate import (
+    broadcast_to,
+    concat,
+    expand_dims,
+    flatten,
+    permute_dims,
+    reshape,
+    shape_of,
+    split,
+    squeeze,
+)
+from .packed import call_dps_packed, call_packed, null_value
+from .reduce import argmax, argmin, max, mean, min, prod, sum  # noqa: A004
+
+__all__ = [
+    "builtin",
+    "memory",
+    "nn",
+    "vm",
+    "matmul",
+    "reshape",
+    "permute_dims",
+    "expand_dims",
+    "squeeze",
+    "flatten",
+    "broadcast_to",
+    "concat",
+    "split",
+    "shape_of",
+    "take",
+    "strided_slice",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "prod",
+    "argmax",
+    "argmin",
+    "astype",
+    "where",
+    "zeros",
+    "ones",
+    "full",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "device",
+    "hint_on_device",
+    "to_vdevice",
+    "call_dps_packed",
+    "call_packed",
+    "null_value",
+    "clip",
+]
+__all__ += list(
+    elementwise.BINARY_ARITH + elementwise.COMPARISONS + elementwise.LOGICAL + elementwise.UNARY_MATH
+)

@@ -19,6 +19,16 @@ __all__ = [
     "common_vdevice",
     "broadcast_shapes",
     "fail",
+    "op_name",
+    "norm_axis",
+    "norm_axes",
+    "shape_arg",
+    "shape_product",
+    "ceildiv",
+    "dims_conflict",
+    "is_float",
+    "format_shape",
+    "describe_arg",
 ]
 
 
@@ -105,3 +115,60 @@ def _fmt(shape: Sequence[P.PrimExpr]) -> str:
 
 
 format_shape = _fmt
+
+
+# --------------------------------------------------------------------------
+# helpers shared by the inference rules
+# --------------------------------------------------------------------------
+
+
+def op_name(call: E.Call) -> str:
+    return call.op.name  # type: ignore[attr-defined]
+
+
+def norm_axis(op: str, axis: int, ndim: int, what: str = "axis") -> int:
+    """``axis`` in [0, ndim), accepting negatives; an error names op and range."""
+    if not -ndim <= axis < ndim:
+        raise fail(op, f"{what} {axis} is out of range for a tensor of {ndim} dimension(s)")
+    return axis % ndim
+
+
+def norm_axes(op: str, axes: Sequence[int], ndim: int, what: str = "axes") -> tuple[int, ...]:
+    """Every axis normalised; repeated axes are an error."""
+    out = tuple(norm_axis(op, a, ndim, what) for a in axes)
+    if len(set(out)) != len(out):
+        raise fail(op, f"{what} {tuple(axes)} repeat an axis (tensor of {ndim} dimensions)")
+    return out
+
+
+def shape_arg(call: E.Call, index: int, what: str = "shape") -> tuple[tuple[P.PrimExpr, ...] | None, int]:
+    """(values, ndim) of a shape-valued argument (ShapeExpr or a Var of shape)."""
+    op = op_name(call)
+    if index >= len(call.args):
+        raise fail(op, f"missing argument {index} ({what})")
+    sinfo = call.args[index].struct_info
+    if not isinstance(sinfo, S.ShapeStructInfo):
+        raise fail(op, f"{what} must be a shape, got {describe_arg(call.args[index])}")
+    return sinfo.values, sinfo.ndim
+
+
+def shape_product(dims: Sequence[P.PrimExpr]) -> P.PrimExpr:
+    out: P.PrimExpr = P.IntImm(1)
+    for d in dims:
+        out = P.mul(out, d)
+    return out
+
+
+def ceildiv(a: P.IntLike, b: P.IntLike) -> P.PrimExpr:
+    return P.floordiv(P.sub(P.add(a, b), 1), b)
+
+
+def dims_conflict(a: P.PrimExpr, b: P.PrimExpr) -> bool:
+    """True when two dimensions are provably different (both constant, unequal,
+    or differing by a nonzero constant)."""
+    diff = P.const_value(P.sub(a, b))
+    return diff is not None and diff != 0
+
+
+def is_float(dtype: str | None) -> bool:
+    return dtype is not None and (dtype.startswith("float") or dtype == "bfloat16")

@@ -1,0 +1,139 @@
+"""Indexing: ``take`` and ``strided_slice`` (NumPy slicing semantics)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..ir import expr as E
+from ..ir import prim as P
+from ..ir import struct_info as S
+from .attrs import as_int, axes_tuple, prim_tuple, seq_len_check
+from .base import (
+    common_vdevice,
+    fail,
+    make_call,
+    norm_axes,
+    norm_axis,
+    register_op,
+    tensor_arg,
+)
+
+__all__ = ["take", "strided_slice", "slice_length"]
+
+# An end at or beyond this means "to the end" even for a symbolic dimension.
+_BIG = 2**31 - 1
+
+
+def _infer_take(call: E.Call) -> S.StructInfo:
+    data = tensor_arg(call, 0, "data")
+    indices = tensor_arg(call, 1, "indices")
+    if indices.dtype is not None and not indices.dtype.startswith(("int", "uint")):
+        raise fail("take", f"indices must be integers, got {indices.dtype}")
+    vdev = common_vdevice([data, indices])
+    axis = call.attrs["axis"]
+    if axis is None:
+        return S.TensorStructInfo(indices.shape, data.dtype, indices.ndim, vdev)
+    if data.ndim == 0:
+        raise fail("take", "data must have at least one dimension when axis is given")
+    if data.ndim == -1 or indices.ndim == -1:
+        return S.TensorStructInfo(None, data.dtype, -1, vdev)
+    ax = norm_axis("take", axis, data.ndim)
+    if data.shape is None or indices.shape is None:
+        return S.TensorStructInfo(None, data.dtype, data.ndim - 1 + indices.ndim, vdev)
+    out = [*data.shape[:ax], *indices.shape, *data.shape[ax + 1 :]]
+    return S.TensorStructInfo(out, data.dtype, vdevice=vdev)
+
+
+def take(x: E.Expr, indices: E.Expr, axis: int | None = None, mode: str = "fast") -> E.Call:
+    """Gathers ``x`` along ``axis`` at ``indices`` (axis None: from flattened x).
+
+    ``mode`` follows TVM: "fast" (assume in range), "clip" or "wrap".
+    """
+    if mode not in ("fast", "clip", "wrap"):
+        raise fail("take", f"mode must be 'fast', 'clip' or 'wrap', got {mode!r}")
+    axis = None if axis is None else as_int("take", "axis", axis)
+    return make_call("take", [x, indices], {"axis": axis, "mode": mode})
+
+
+def slice_length(
+    dim: P.PrimExpr, begin: int | P.PrimExpr, end: int | P.PrimExpr, stride: int
+) -> P.PrimExpr:
+    """Elements of ``range(dim)[begin:end:stride]``.
+
+    Exact (NumPy clamping) when everything is constant; with a symbolic
+    dimension, indices are taken as in range and an end >= 2**31-1 (or
+    <= -2**31+1 for negative strides) as "to the end".
+    """
+    cd, cb, ce = P.const_value(dim), _const(begin), _const(end)
+    if cd is not None and cb is not None and ce is not None:
+        return P.IntImm(len(range(cd)[slice(cb, ce, stride)]))
+    if stride > 0:
+        b = _from_end(dim, begin)
+        e = dim if ce is not None and ce >= _BIG else _from_end(dim, end)
+        return P.floordiv(P.add(P.sub(e, b), stride - 1), stride)
+    b = P.sub(dim, 1) if cb is not None and cb >= _BIG else _from_end(dim, begin)
+    e = P.IntImm(-1) if ce is not None and ce <= -_BIG else _from_end(dim, end)
+    return P.floordiv(P.add(P.sub(b, e), -stride - 1), -stride)
+
+
+def _const(v: int | P.PrimExpr) -> int | None:
+    return v if isinstance(v, int) else P.const_value(v)
+
+
+def _from_end(dim: P.PrimExpr, index: int | P.PrimExpr) -> P.PrimExpr:
+    c = _const(index)
+    return P.add(dim, c) if c is not None and c < 0 else P.as_prim(index)
+
+
+def _infer_strided_slice(call: E.Call) -> S.StructInfo:
+    data = tensor_arg(call, 0, "data")
+    at = call.attrs
+    axes, begin, end, strides = at["axes"], at["begin"], at["end"], at["strides"]
+    if data.ndim == -1:
+        return data
+    norm = norm_axes("strided_slice", axes, data.ndim)
+    if data.shape is None:
+        return data
+    out = list(data.shape)
+    for ax, b, e, s in zip(norm, begin, end, strides):
+        if at["assume_inbound"] and s > 0:
+            out[ax] = P.floordiv(P.add(P.sub(e, b), s - 1), s)
+        else:
+            out[ax] = slice_length(data.shape[ax], b, e, s)
+    return S.TensorStructInfo(out, data.dtype, vdevice=data.vdevice)
+
+
+def strided_slice(
+    x: E.Expr,
+    axes: Sequence[int],
+    begin: Sequence[Any],
+    end: Sequence[Any],
+    strides: Sequence[int] | None = None,
+    assume_inbound: bool = False,
+) -> E.Call:
+    """``x[begin:end:strides]`` on the listed axes (clamped like NumPy slicing)."""
+    op = "strided_slice"
+    axes_t = axes_tuple(op, "axes", axes)
+    begin_t = prim_tuple(op, "begin", begin)
+    end_t = prim_tuple(op, "end", end)
+    strides_t = (1,) * len(axes_t) if strides is None else axes_tuple(op, "strides", strides)
+    seq_len_check(op, ("axes", "begin", "end", "strides"), (axes_t, begin_t, end_t, strides_t))
+    if any(s == 0 for s in strides_t):
+        raise fail(op, f"strides must be nonzero, got {strides_t}")
+    attrs = {
+        "axes": axes_t,
+        "begin": begin_t,
+        "end": end_t,
+        "strides": strides_t,
+        "assume_inbound": bool(assume_inbound),
+    }
+    return make_call(op, [x], attrs)
+
+
+register_op("take", _infer_take, num_inputs=2, attr_names=("axis", "mode"))
+register_op(
+    "strided_slice",
+    _infer_strided_slice,
+    num_inputs=1,
+    attr_names=("axes", "begin", "end", "strides", "assume_inbound"),
+)

@@ -1,0 +1,23 @@
+"""``hetvm.op.nn``: neural-network ops (``R.nn.*``)."""
+
+from .activation import gelu, gelu_tanh, leakyrelu, log_softmax, relu, silu, softmax
+from .conv import conv2d
+from .norm import batch_norm, dropout, layer_norm
+from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
+
+__all__ = [
+    "conv2d",
+    "max_pool2d",
+    "avg_pool2d",
+    "adaptive_avg_pool2d",
+    "relu",
+    "leakyrelu",
+    "gelu",
+    "gelu_tanh",
+    "silu",
+    "softmax",
+    "log_softmax",
+    "batch_norm",
+    "layer_norm",
+    "dropout",
+]
