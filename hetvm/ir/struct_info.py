@@ -185,6 +185,9 @@ def is_base_of(base: StructInfo, derived: StructInfo) -> bool:
             return False
         if base.shape is not None and not shapes_equal(base.shape, derived.shape):
             return False
+        # a tensor known to live on a device is not admitted by one that may live anywhere
+        if base.vdevice is not None and derived.vdevice != base.vdevice:
+            return False
         return True
     if isinstance(base, ShapeStructInfo):
         if not isinstance(derived, ShapeStructInfo):
@@ -207,7 +210,17 @@ def is_base_of(base: StructInfo, derived: StructInfo) -> bool:
             and all(is_base_of(b, d) for b, d in zip(base.fields, derived.fields))
         )
     if isinstance(base, FuncStructInfo):
-        return isinstance(derived, FuncStructInfo)
+        if not isinstance(derived, FuncStructInfo):
+            return False
+        if base.purity and not derived.purity:
+            return False
+        if base.params is not None:
+            # parameters are contravariant: the derived callable accepts at least as much
+            if derived.params is None or len(derived.params) != len(base.params):
+                return False
+            if not all(is_base_of(d, b) for b, d in zip(base.params, derived.params)):
+                return False
+        return is_base_of(base.ret, derived.ret)
     return False
 
 
