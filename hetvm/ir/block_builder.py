@@ -55,6 +55,7 @@ class _FuncScope:
         self.attrs = attrs
         self.pure = pure
         self.blocks: list[E.BindingBlock] = []
+        self.finished = False
         self.names = NameTable()
         for p in self.params or ():
             self.names.reserve(p.name_hint)
@@ -90,15 +91,16 @@ class BlockBuilder:
             fattrs["private"] = True
         self._func = _FuncScope(name, params, fattrs, pure)
         self._frames = [_Frame(is_dataflow=False)]
+        scope = self._func
         try:
             yield
         finally:
-            pending = self._func
             self._func = None
             self._frames = []
-            if pending is not None and name not in self._mod:
-                # leaving without emit_func_output is an error unless an exception is in flight
-                pass
+        if not scope.finished:  # reached only when no exception is in flight
+            raise WellFormedError(
+                f"function '{name}' scope ended without emit_func_output; nothing was added"
+            )
 
     @contextlib.contextmanager
     def dataflow(self) -> Iterator[None]:
@@ -206,8 +208,10 @@ class BlockBuilder:
             body = self.emit(body, "gv")
         self._close_frame()
         seq = E.SeqExpr(func.blocks, body)
-        function = E.Function(func.params, seq, body.struct_info, func.pure, func.attrs)
+        # ret struct info None: Function derives it, erasing body-local symbolic vars
+        function = E.Function(func.params, seq, None, func.pure, func.attrs)
         self._mod[func.name] = function
+        func.finished = True
         self._frames = [_Frame(is_dataflow=False)]
         return self._mod.get_global_var(func.name)
 

@@ -26,6 +26,8 @@ from .struct_info import (
     StructInfo,
     TensorStructInfo,
     TupleStructInfo,
+    definable_vars,
+    erase_to_well_defined,
 )
 
 
@@ -330,7 +332,10 @@ class Function(Expr):
         if not isinstance(self.attrs, Attrs):
             object.__setattr__(self, "attrs", _attrs(self.attrs))
         if self.ret_struct_info is None and self.body.struct_info is not None:
-            object.__setattr__(self, "ret_struct_info", self.body.struct_info)
+            # only symbolic vars the parameters define may appear in the signature
+            defined = [v for p in self.params for v in definable_vars(p.struct_info)]
+            ret = erase_to_well_defined(self.body.struct_info, defined)
+            object.__setattr__(self, "ret_struct_info", ret)
         if self.struct_info is None and all(p.struct_info is not None for p in self.params):
             sinfo = FuncStructInfo(
                 [p.struct_info for p in self.params],  # type: ignore[misc]

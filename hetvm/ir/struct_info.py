@@ -152,6 +152,54 @@ def sinfo_vdevices(sinfo: StructInfo) -> list[VDevice]:
     return out
 
 
+def definable_vars(sinfo: StructInfo | None) -> list[prim.PrimVar]:
+    """Symbolic vars a value of this struct info pins down by itself.
+
+    Only a bare variable as a shape dimension (or prim value) counts: a
+    parameter ``Tensor((n,))`` defines ``n``; ``Tensor((n + 1,))`` does not.
+    """
+    out: dict[prim.PrimVar, None] = {}
+    if isinstance(sinfo, TensorStructInfo):
+        dims: tuple = sinfo.shape or ()
+    elif isinstance(sinfo, ShapeStructInfo):
+        dims = sinfo.values or ()
+    elif isinstance(sinfo, PrimStructInfo):
+        dims = () if sinfo.value is None else (sinfo.value,)
+    elif isinstance(sinfo, TupleStructInfo):
+        dims = tuple(v for f in sinfo.fields for v in definable_vars(f))
+    else:
+        dims = ()
+    for d in dims:
+        if isinstance(d, prim.PrimVar):
+            out.setdefault(d, None)
+    return list(out)
+
+
+def erase_to_well_defined(sinfo: StructInfo, defined: Iterable[prim.PrimVar]) -> StructInfo:
+    """``sinfo`` with every part that mentions a var outside ``defined`` made unknown.
+
+    A function's return struct info may only use symbolic vars its parameters
+    define; a shape computed from a var bound inside the body keeps its rank
+    and dtype but loses its dimensions (TVM's EraseToWellDefined).
+    """
+    known = set(defined)
+
+    def ok(exprs: Iterable[PrimExpr]) -> bool:
+        return all(v in known for e in exprs for v in prim.free_vars(e))
+
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None and not ok(sinfo.shape):
+        return TensorStructInfo(None, sinfo.dtype, sinfo.ndim, sinfo.vdevice)
+    if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None and not ok(sinfo.values):
+        return ShapeStructInfo(None, sinfo.ndim)
+    if isinstance(sinfo, PrimStructInfo) and sinfo.value is not None and not ok([sinfo.value]):
+        return PrimStructInfo(sinfo.dtype)
+    if isinstance(sinfo, TupleStructInfo):
+        fields = [erase_to_well_defined(f, known) for f in sinfo.fields]
+        if any(a is not b for a, b in zip(fields, sinfo.fields)):
+            return TupleStructInfo(fields)
+    return sinfo
+
+
 def strip_vdevice(sinfo: StructInfo) -> StructInfo:
     """The same struct info with every vdevice removed."""
     if isinstance(sinfo, TensorStructInfo):

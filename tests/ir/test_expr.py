@@ -162,7 +162,11 @@ def test_seq_expr_if_function_and_bindings():
 
 def test_function_without_param_struct_info_has_none():
     f = Function([Var("x")], SeqExpr([], Var("y", struct_info=T)))
-    assert f.struct_info is None and f.ret_struct_info == T
+    assert f.struct_info is None
+    # n is defined by no parameter, so the signature keeps only rank and dtype
+    assert f.ret_struct_info == TensorStructInfo(ndim=2, dtype="float32")
+    g = Function([Var("x", struct_info=T)], SeqExpr([], Var("y", struct_info=T)))
+    assert g.ret_struct_info == T
 
 
 def test_is_leaf():
