@@ -55,3 +55,10 @@ def __getattr__(name: str):
     value = module if target[1] is None else getattr(module, target[1])
     globals()[name] = value
     return value
+
+
+def build(*args, **kwargs):  # noqa: ANN002, ANN003 - thin lazy wrapper
+    """Compiles an IRModule; see :func:`hetvm.pipeline.build`."""
+    from .pipeline import build as _build
+
+    return _build(*args, **kwargs)

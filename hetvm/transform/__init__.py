@@ -6,6 +6,7 @@ Each pass is usable alone: ``hetvm.transform.KillAfterLastUse()(mod)``.
 from .call_tir_rewrite import CallTIRRewrite
 from .canonicalize_bindings import CanonicalizeBindings
 from .dead_code_elimination import DeadCodeElimination
+from .fold_constant import FoldConstant
 from .kill_after_last_use import KillAfterLastUse
 from .legalize_ops import LegalizeOps
 from .lower_alloc_tensor import LowerAllocTensor
@@ -30,6 +31,7 @@ __all__ = [
     "CallTIRRewrite",
     "CanonicalizeBindings",
     "DeadCodeElimination",
+    "FoldConstant",
     "KillAfterLastUse",
     "LegalizeOps",
     "LowerAllocTensor",

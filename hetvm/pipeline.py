@@ -1,0 +1,150 @@
+"""``hetvm.build``: the default compilation pipeline, from IRModule to executable.
+
+Order matters and each step is a named pass (see ``default_pipeline``):
+Normalize → FoldConstant → PlanDevices → LegalizeOps → ToNonDataflow →
+CallTIRRewrite → StaticPlanBlockMemory → LowerAllocTensor → KillAfterLastUse,
+then VM codegen (or graph-executor codegen).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Sequence
+
+from .errors import HetvmError
+from .ir.module import IRModule
+from .ir.vdevice import VDevice, runtime_kind
+from .transform import (
+    CallTIRRewrite,
+    KillAfterLastUse,
+    LegalizeOps,
+    LowerAllocTensor,
+    Normalize,
+    Pass,
+    PassContext,
+    Sequential,
+    ToNonDataflow,
+)
+
+
+def _optional_pass(module: str, name: str, **kwargs: Any) -> Pass | None:
+    """A pass from a module that may not be present in this build of hetvm."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name and err.name.startswith("hetvm.transform"):
+            return None
+        raise
+    return getattr(mod, name)(**kwargs)
+
+
+def target_vdevice(target: str | dict | None) -> VDevice:
+    """The vdevice a target string names (``"llvm"``, ``"sim"``, ``"cuda:1"``)."""
+    if target is None:
+        return VDevice("llvm", 0)
+    if isinstance(target, dict):
+        return VDevice(str(target.get("kind", "llvm")), int(target.get("device_id", 0)))
+    kind, _, idx = str(target).partition(":")
+    kind = kind.strip() or "llvm"
+    if kind == "cpu":
+        kind = "llvm"
+    return VDevice(kind, int(idx) if idx else 0)
+
+
+def default_pipeline(
+    default_vdevice: VDevice | None = None,
+    host_vdevice: VDevice | None = None,
+    plan_memory: bool = True,
+    plan_devices_options: dict[str, Any] | None = None,
+) -> Sequential:
+    """The passes ``hetvm.build`` runs, as one Sequential (codegen excluded)."""
+    passes: list[Pass | None] = [Normalize()]
+    passes.append(_optional_pass("hetvm.transform.fold_constant", "FoldConstant"))
+    passes.append(
+        _optional_pass(
+            "hetvm.transform.plan_devices",
+            "PlanDevices",
+            **{
+                "default_vdevice": default_vdevice,
+                "host_vdevice": host_vdevice,
+                **(plan_devices_options or {}),
+            },
+        )
+    )
+    passes.append(LegalizeOps())
+    passes.append(ToNonDataflow())
+    passes.append(CallTIRRewrite())
+    if plan_memory:
+        passes.append(
+            _optional_pass("hetvm.transform.static_plan_block_memory", "StaticPlanBlockMemory")
+        )
+    passes.append(LowerAllocTensor())
+    passes.append(KillAfterLastUse())
+    return Sequential([p for p in passes if p is not None], name="hetvm.build")
+
+
+def lower(
+    mod: IRModule,
+    target: str | dict | None = "llvm",
+    target_host: str | dict | None = None,
+    plan_memory: bool = True,
+    instruments: Sequence[Any] = (),
+    plan_devices_options: dict[str, Any] | None = None,
+) -> IRModule:
+    """Runs the build pipeline and returns the lowered module (before codegen)."""
+    if not isinstance(mod, IRModule):
+        raise HetvmError(f"hetvm.build expects an IRModule, got {type(mod).__name__}")
+    default = target_vdevice(target)
+    host = target_vdevice(target_host) if target_host is not None else None
+    if host is None and runtime_kind(default.target) == "cpu":
+        host = default
+    pipeline = default_pipeline(default, host or VDevice("llvm", 0), plan_memory, plan_devices_options)
+    current = PassContext.current()
+    if instruments:
+        with PassContext(
+            opt_level=current.opt_level,
+            config=current.config,
+            instruments=list(current.instruments) + list(instruments),
+            disabled_pass=current.disabled_pass,
+        ):
+            return pipeline(mod)
+    return pipeline(mod)
+
+
+def build(
+    mod: IRModule,
+    target: str | dict | None = "llvm",
+    target_host: str | dict | None = None,
+    executor: str = "vm",
+    plan_memory: bool = True,
+    instruments: Sequence[Any] = (),
+    plan_devices_options: dict[str, Any] | None = None,
+):
+    """Compiles ``mod`` for ``target``; returns an Executable (or graph library).
+
+    ``target`` names the default device for values no annotation places
+    (``"llvm"``/``"cpu"`` both mean the host CPU, ``"sim"`` the simulated
+    accelerator, ``"cuda"``); ``target_host`` runs host-only values. Where the
+    module declares vdevices, the VM's device list maps to them in order.
+    """
+    if executor not in ("vm", "graph"):
+        raise HetvmError(f"unknown executor '{executor}' (expected 'vm' or 'graph')")
+    lowered = lower(mod, target, target_host, plan_memory, instruments, plan_devices_options)
+    metadata = {k: v for k, v in lowered.attrs.items() if _json_like(v)}
+    if executor == "graph":
+        from .backend.graph_codegen import graph_codegen
+
+        return graph_codegen(lowered, metadata=metadata)
+    from .backend.vm_codegen import vm_codegen
+
+    return vm_codegen(lowered, metadata=metadata)
+
+
+def _json_like(value: Any) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_json_like(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_like(v) for k, v in value.items())
+    return False
