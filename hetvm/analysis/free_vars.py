@@ -107,11 +107,7 @@ def definable_symbolic_vars(sinfo: S.StructInfo | None) -> list[P.PrimVar]:
     Only a bare variable in a shape dimension (or a prim value) is definable:
     a parameter ``Tensor((n,))`` defines ``n``, ``Tensor((n + 1,))`` does not.
     """
-    out: dict[P.PrimVar, None] = {}
-    for e in _sinfo_prims(sinfo, top_level_only=True):
-        if isinstance(e, P.PrimVar):
-            out.setdefault(e, None)
-    return list(out)
+    return S.definable_vars(sinfo)
 
 
 def _sinfo_prims(
