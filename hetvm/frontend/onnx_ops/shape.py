@@ -1,0 +1,233 @@
+"""Shape and layout ONNX ops: Reshape, Transpose, Concat, Split, Slice, Gather, ...
+
+Shape-like inputs (Reshape's shape, Slice's starts, Expand's shape ...) must be
+known at import time: constants, or values derived from input shapes, which
+may hold symbolic dimensions (see :class:`..fold.SymArray`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...ir import expr as E
+from ...ir import prim as P
+from ..fold import SymArray, known, reshape_target
+from ..onnx_context import ConvertContext, NodeView, normalize_axes, normalize_axis
+from . import converter
+
+_BIG = 2**31 - 1
+
+
+def _axes_of(ctx: ConvertContext, node: NodeView, input_since: int, index: int = 1) -> list[int] | None:
+    """Axes from the attribute (older opsets) or from input ``index``."""
+    if node.opset >= input_since:
+        return ctx.ints(node.input(index), "axes")
+    axes = node.attr("axes")
+    return None if axes is None else [int(a) for a in axes]
+
+
+@converter("Reshape")
+def _reshape(ctx: ConvertContext, node: NodeView) -> Any:
+    x = ctx.tensor(0, "data")
+    if node.opset >= 5:
+        target = ctx.dims(node.input(1), "the target shape")
+    else:
+        target = [P.IntImm(int(v)) for v in node.attr("shape")]
+    raw = [P.const_value(t) if P.const_value(t) is not None else t for t in target]
+    shape = ctx.shape_of(x)
+    allowzero = bool(node.attr("allowzero", 0))
+    if shape is None:
+        if any(t == 0 for t in raw if isinstance(t, int)) and not allowzero:
+            raise ctx.error("a 0 in the target shape needs a known input shape")
+        return ctx.call("reshape", x, tuple(raw))
+    return ctx.call("reshape", x, tuple(reshape_target(shape, raw, allowzero)))
+
+
+@converter("Flatten")
+def _flatten(ctx: ConvertContext, node: NodeView) -> Any:
+    x = ctx.tensor(0, "input")
+    shape = ctx.shape_of(x)
+    if shape is None:
+        raise ctx.error("needs a known input shape")
+    axis = int(node.attr("axis", 1))
+    axis = axis + len(shape) if axis < 0 else axis
+    lead, tail = P.IntImm(1), P.IntImm(1)
+    for d in shape[:axis]:
+        lead = P.mul(lead, d)
+    for d in shape[axis:]:
+        tail = P.mul(tail, d)
+    return ctx.call("reshape", x, (lead, tail))
+
+
+@converter("Transpose")
+def _transpose(ctx: ConvertContext, node: NodeView) -> Any:
+    x = ctx.tensor(0, "data")
+    perm = node.attr("perm")
+    return ctx.call("permute_dims", x, None if perm is None else [int(p) for p in perm])
+
+
+@converter("Concat", since=4)
+def _concat(ctx: ConvertContext, node: NodeView) -> Any:
+    parts = [ctx.tensor(i) for i, v in enumerate(node.inputs) if v is not None]
+    axis = normalize_axis(ctx, int(node.attr("axis")), ctx.rank(parts[0]))
+    return ctx.call("concat", E.Tuple(tuple(parts)), axis)
+
+
+@converter("Split", since=2)
+def _split(ctx: ConvertContext, node: NodeView) -> Any:
+    x = ctx.tensor(0, "input")
+    rank = ctx.rank(x)
+    axis = normalize_axis(ctx, int(node.attr("axis", 0)), rank)
+    sizes = ctx.ints(node.input(1), "split") if node.opset >= 13 else node.attr("split")
+    count = len(node.output_names)
+    if sizes:
+        indices, acc = [], 0
+        for s in list(sizes)[:-1]:
+            acc += int(s)
+            indices.append(acc)
+        ios: Any = indices
+    else:
+        ios = int(node.attr("num_outputs", count))
+    tup = ctx.call("split", x, ios, axis)
+    return [ctx.emit(E.TupleGetItem(tup, i), out or None) for i, out in enumerate(node.output_names)]
+
+
+@converter("Slice")
+def _slice(ctx: ConvertContext, node: NodeView) -> Any:
+    x = ctx.tensor(0, "data")
+    rank = ctx.rank(x)
+    if node.opset >= 10:
+        starts = ctx.dims(node.input(1), "starts")
+        ends = ctx.dims(node.input(2), "ends")
+        axes = ctx.ints(node.input(3), "axes")
+        steps = ctx.ints(node.input(4), "steps")
+    else:
+        starts = [P.IntImm(int(v)) for v in node.attr("starts")]
+        ends = [P.IntImm(int(v)) for v in node.attr("ends")]
+        axes, steps = node.attr("axes"), None
+    assert starts is not None and ends is not None
+    axes = list(range(len(starts))) if axes is None else normalize_axes(ctx, axes, rank)
+    steps = [1] * len(starts) if steps is None else [int(s) for s in steps]
+    begin = [_clamp(b) for b in starts]
+    end = [_clamp(e) for e in ends]
+    return ctx.call("strided_slice", x, axes, begin, end, steps)
+
+
+def _clamp(v: P.PrimExpr) -> int | P.PrimExpr:
+    c = P.const_value(v)
+    if c is None:
+        return v
+    return max(min(int(c), _BIG), -_BIG)
+
+
+@converter("Squeeze")
+def _squeeze(ctx: ConvertContext, node: NodeView) -> Any:
+    x = ctx.tensor(0, "data")
+    axes = _axes_of(ctx, node, 13)
+    if axes is None:
+        return ctx.call("squeeze", x, None)
+    return ctx.call("squeeze", x, normalize_axes(ctx, axes, ctx.rank(x)))
+
+
+@converter("Unsqueeze")
+def _unsqueeze(ctx: ConvertContext, node: NodeView) -> Any:
+    x = ctx.tensor(0, "data")
+    axes = _axes_of(ctx, node, 13)
+    if axes is None:
+        raise ctx.error("needs axes")
+    out_rank = ctx.rank(x) + len(axes)
+    return ctx.call("expand_dims", x, sorted(normalize_axes(ctx, axes, out_rank)))
+
+
+@converter("Shape")
+def _shape(ctx: ConvertContext, node: NodeView) -> Any:
+    x = node.input(0)
+    shape = ctx.shape_of(x) if x is not None else None
+    if shape is None:
+        if not ctx.has_op("shape_to_tensor"):
+            raise ctx.error("the input's shape is unknown at import time")
+        s = ctx.call("shape_of", ctx.tensor(0))
+        return ctx.call("shape_to_tensor", s)
+    start, end = node.attr("start", 0), node.attr("end")
+    dims = np.empty(len(shape), dtype=object)
+    dims[:] = list(shape)
+    return known(dims[start:end])
+
+
+@converter("Gather")
+def _gather(ctx: ConvertContext, node: NodeView) -> Any:
+    data = node.input(0)
+    if isinstance(data, SymArray):
+        raise ctx.error("gathering from a symbolic shape value with run-time indices")
+    x = ctx.tensor(0, "data")
+    rank = ctx.rank(x)
+    axis = normalize_axis(ctx, int(node.attr("axis", 0)), rank)
+    idx = node.input(1)
+    if isinstance(idx, np.ndarray):
+        shape = ctx.shape_of(x)
+        dim = P.const_value(shape[axis]) if shape is not None else None
+        arr = idx.astype(np.int64)
+        if (arr < 0).any():
+            if dim is None:
+                raise ctx.error("negative indices need a static dimension on the gather axis")
+            arr = np.where(arr < 0, arr + dim, arr)
+        indices: E.Expr = ctx.const(arr)
+    else:
+        indices = ctx.tensor(1, "indices")
+    return ctx.call("take", x, indices, axis)
+
+
+@converter("Expand", since=8)
+def _expand(ctx: ConvertContext, node: NodeView) -> Any:
+    x = ctx.tensor(0, "input")
+    target = ctx.dims(node.input(1), "the shape")
+    shape = ctx.shape_of(x)
+    if shape is None:
+        raise ctx.error("needs a known input shape")
+    assert target is not None
+    n = max(len(shape), len(target))
+    a = [P.IntImm(1)] * (n - len(shape)) + list(shape)
+    b = [P.IntImm(1)] * (n - len(target)) + list(target)
+    out = [x_d if P.const_value(t_d) == 1 else t_d for x_d, t_d in zip(a, b)]
+    return ctx.call("broadcast_to", x, tuple(out))
+
+
+@converter("ConstantOfShape", since=9)
+def _constant_of_shape(ctx: ConvertContext, node: NodeView) -> Any:
+    dims = ctx.dims(node.input(0), "the shape")
+    value = node.attr("value")
+    fill = np.asarray(value).reshape(-1)[:1].reshape(()) if value is not None else np.float32(0)
+    fill = np.asarray(fill)
+    dtype = "bool" if fill.dtype == np.bool_ else str(fill.dtype)
+    return ctx.call("full", tuple(dims or ()), ctx.const(fill), dtype)
+
+
+@converter("Pad", since=2)
+def _pad(ctx: ConvertContext, node: NodeView) -> Any:
+    x = ctx.tensor(0, "data")
+    rank = ctx.rank(x)
+    mode = node.attr("mode", "constant")
+    if node.opset >= 11:
+        pads = ctx.ints(node.input(1), "pads")
+        value = node.input(2)
+        if value is not None and not isinstance(value, np.ndarray):
+            raise ctx.error("constant_value must be known at import time")
+        value = 0.0 if value is None else float(np.asarray(value).reshape(()))
+        axes = ctx.ints(node.input(3), "axes")
+    else:
+        pads = [int(p) for p in node.attr("pads")]
+        value, axes = float(node.attr("value", 0.0)), None
+    assert pads is not None
+    axes = list(range(rank)) if axes is None else normalize_axes(ctx, axes, rank)
+    width = [0] * (2 * rank)
+    for i, a in enumerate(axes):
+        width[a], width[rank + a] = pads[i], pads[len(axes) + i]
+    if any(w < 0 for w in width):
+        raise ctx.error(f"negative pads are not supported, got {pads}")
+    if not any(width):
+        return x
+    # hetvm (after TVM) orders pad_width as (before0, after0, before1, after1, ...)
+    pad_width = [v for a in range(rank) for v in (width[a], width[rank + a])]
+    return ctx.call("nn.pad", x, pad_width, pad_mode=mode, pad_value=value)
