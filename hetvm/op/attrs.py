@@ -130,7 +130,7 @@ def dtype_str(value: Any) -> str | None:
 # --------------------------------------------------------------------------
 
 
-def as_shape_arg(op: str, value: Any) -> E.Expr:
+def as_shape_arg(op: str, value: Any, what: str = "shape") -> E.Expr:
     """A ShapeExpr from a tuple/list of ints or PrimExprs; IR passes through."""
     if isinstance(value, E.Expr):
         return value
@@ -138,10 +138,12 @@ def as_shape_arg(op: str, value: Any) -> E.Expr:
         return E.ShapeExpr(tuple(P.as_prim(v) for v in value))
     if _is_int(value):
         return E.ShapeExpr((P.as_prim(int(value)),))
-    raise StructInfoError(f"op '{op}': expected a shape (tuple of ints or ShapeExpr), got {value!r}")
+    raise StructInfoError(
+        f"op '{op}': {what} must be a shape (tuple of ints or ShapeExpr), got {value!r}"
+    )
 
 
-def as_prim_arg(op: str, value: Any) -> E.Expr:
+def as_prim_arg(op: str, value: Any, what: str = "argument") -> E.Expr:
     """A PrimValue from an int/float/PrimExpr; IR passes through."""
     if isinstance(value, E.Expr):
         return value
@@ -151,25 +153,25 @@ def as_prim_arg(op: str, value: Any) -> E.Expr:
         elif isinstance(value, np.floating):
             value = float(value)
         return E.PrimValue(value)
-    raise StructInfoError(f"op '{op}': expected an int or PrimValue, got {value!r}")
+    raise StructInfoError(f"op '{op}': {what} must be an int or PrimValue, got {value!r}")
 
 
-def as_string_arg(op: str, value: Any) -> E.Expr:
+def as_string_arg(op: str, value: Any, what: str = "argument") -> E.Expr:
     """A StringImm from a str; IR passes through."""
     if isinstance(value, E.Expr):
         return value
     if isinstance(value, str):
         return E.StringImm(value)
-    raise StructInfoError(f"op '{op}': expected a string, got {value!r}")
+    raise StructInfoError(f"op '{op}': {what} must be a string, got {value!r}")
 
 
-def as_dtype_arg(op: str, value: Any) -> E.Expr:
+def as_dtype_arg(op: str, value: Any, what: str = "dtype") -> E.Expr:
     """A DataTypeImm from a dtype name; IR passes through."""
     if isinstance(value, E.Expr):
         return value
     name = dtype_str(value)
     if name is None:
-        raise StructInfoError(f"op '{op}': a dtype is required, got {value!r}")
+        raise StructInfoError(f"op '{op}': {what} must be a dtype, got {value!r}")
     return E.DataTypeImm(name)
 
 

@@ -135,7 +135,7 @@ def norm_axis(op: str, axis: int, ndim: int, what: str = "axis") -> int:
 
 def norm_axes(op: str, axes: Sequence[int], ndim: int, what: str = "axes") -> tuple[int, ...]:
     """Every axis normalised; repeated axes are an error."""
-    out = tuple(norm_axis(op, a, ndim, what) for a in axes)
+    out = tuple(norm_axis(op, a, ndim) for a in axes)
     if len(set(out)) != len(out):
         raise fail(op, f"{what} {tuple(axes)} repeat an axis (tensor of {ndim} dimensions)")
     return out

@@ -43,7 +43,7 @@ def alloc_tensor(
     ``storage_scope`` (TVM's optional fourth argument) is passed only when given.
     """
     op = "builtin.alloc_tensor"
-    args = [as_shape_arg(op, shape), as_dtype_arg(op, dtype), as_prim_arg(op, runtime_device_index)]
+    args = [as_shape_arg(op, shape), as_dtype_arg(op, dtype), as_prim_arg(op, runtime_device_index, "runtime_device_index")]
     if storage_scope is not None:
-        args.append(as_string_arg(op, storage_scope))
+        args.append(as_string_arg(op, storage_scope, "storage_scope"))
     return make_call(op, args)

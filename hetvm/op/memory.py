@@ -48,9 +48,9 @@ def alloc_storage(size: Any, virtual_device_index: Any, storage_scope: Any, dtyp
     """A storage block of ``size`` bytes (a 1-D shape) on vdevice ``virtual_device_index``."""
     op = "memory.alloc_storage"
     args = [
-        as_shape_arg(op, size),
-        as_prim_arg(op, virtual_device_index),
-        as_string_arg(op, storage_scope),
+        as_shape_arg(op, size, "size"),
+        as_prim_arg(op, virtual_device_index, "virtual_device_index"),
+        as_string_arg(op, storage_scope, "storage_scope"),
         as_dtype_arg(op, dtype),
     ]
     return make_call(op, args)
@@ -59,7 +59,7 @@ def alloc_storage(size: Any, virtual_device_index: Any, storage_scope: Any, dtyp
 def alloc_tensor(storage: E.Expr, offset: Any, shape: Any, dtype: Any) -> E.Call:
     """A tensor view of ``storage`` at byte ``offset``."""
     op = "memory.alloc_tensor"
-    args = [storage, as_prim_arg(op, offset), as_shape_arg(op, shape), as_dtype_arg(op, dtype)]
+    args = [storage, as_prim_arg(op, offset, "offset"), as_shape_arg(op, shape), as_dtype_arg(op, dtype)]
     return make_call(op, args)
 
 

@@ -43,10 +43,10 @@ def alloc_storage(
     """A storage block of ``size`` bytes on runtime device ``runtime_device_index``."""
     op = "vm.alloc_storage"
     args = [
-        as_shape_arg(op, size),
-        as_prim_arg(op, runtime_device_index),
+        as_shape_arg(op, size, "size"),
+        as_prim_arg(op, runtime_device_index, "runtime_device_index"),
         as_dtype_arg(op, dtype),
-        as_string_arg(op, storage_scope),
+        as_string_arg(op, storage_scope, "storage_scope"),
     ]
     return make_call(op, args)
 
@@ -54,7 +54,7 @@ def alloc_storage(
 def alloc_tensor(storage: E.Expr, offset: Any, shape: Any, dtype: Any) -> E.Call:
     """A tensor view of ``storage`` at byte ``offset``."""
     op = "vm.alloc_tensor"
-    args = [storage, as_prim_arg(op, offset), as_shape_arg(op, shape), as_dtype_arg(op, dtype)]
+    args = [storage, as_prim_arg(op, offset, "offset"), as_shape_arg(op, shape), as_dtype_arg(op, dtype)]
     return make_call(op, args)
 
 
