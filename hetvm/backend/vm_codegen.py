@@ -268,7 +268,7 @@ class _FunctionCodegen:
             param_info=tuple(infos),
             num_registers=self.num_registers,
             instructions=tuple(self.code),
-            sym_bounds={str(k): int(v) for k, v in bounds.items()},
+            sym_bounds={str(k): [None, int(v)] for k, v in bounds.items()},
         )
 
 
