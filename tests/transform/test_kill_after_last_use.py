@@ -12,12 +12,12 @@ from hetvm.ir import (
     SeqExpr,
     ShapeStructInfo,
     TensorStructInfo,
+    Tuple,
     TupleGetItem,
     TupleStructInfo,
     Var,
     VarBinding,
     assert_structural_equal,
-    Tuple,
     const,
 )
 from hetvm.ir.expr import shape
