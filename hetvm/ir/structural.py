@@ -52,6 +52,9 @@ class _Equal:
         self.rhs_to_lhs: dict[int, Any] = {}
         self.path: list[str] = []
         self.map_free_vars = map_free_vars
+        # true while comparing a signature or match_cast pattern: the symbolic
+        # vars met there are defined by it, like TVM's DefEqual
+        self.defining_symbols = False
 
     def fail(self, lhs: Any, rhs: Any, why: str) -> None:
         raise _Mismatch(self.path, lhs, rhs, why)
@@ -126,7 +129,7 @@ class _Equal:
         if isinstance(a, P.PrimVar):
             if a.dtype != b.dtype:
                 self.fail(a, b, "symbolic variable dtypes differ")
-            self.var_pair(a, b, define=False)
+            self.var_pair(a, b, define=self.defining_symbols)
         elif isinstance(a, P._Binary):
             self.prim(a.a, b.a)
             self.prim(a.b, b.b)
@@ -177,18 +180,29 @@ class _Equal:
             self.fail(a, b, "one struct info is missing")
         self.sinfo(a, b)
 
-    def define_var(self, a: E.Var, b: E.Var) -> None:
+    def define_var(self, a: E.Var, b: E.Var, *, defines_symbols: bool = False) -> None:
         if type(a) is not type(b):
             self.fail(a, b, "variable kinds differ (Var vs DataflowVar)")
         with self.at("struct_info"):
-            self.opt_sinfo(a.struct_info, b.struct_info)
+            self.defining_symbols = defines_symbols
+            try:
+                self.opt_sinfo(a.struct_info, b.struct_info)
+            finally:
+                self.defining_symbols = False
         self.var_pair(a, b, define=True)
+
+    def use_var(self, a: E.Var, b: E.Var) -> None:
+        """A variable read; a free pair met the first time must agree in struct info."""
+        if id(a) not in self.lhs_to_rhs and id(b) not in self.rhs_to_lhs and a is not b:
+            with self.at("struct_info"):
+                self.opt_sinfo(a.struct_info, b.struct_info)
+        self.var_pair(a, b, define=False)
 
     def expr(self, a: Any, b: Any) -> None:
         if type(a) is not type(b):
             self.fail(a, b, f"node kinds differ ({type(a).__name__} vs {type(b).__name__})")
         if isinstance(a, E.Var):
-            self.var_pair(a, b, define=False)
+            self.use_var(a, b)
         elif isinstance(a, E.GlobalVar):
             if a.name_hint != b.name_hint:
                 self.fail(a, b, "global names differ")
@@ -244,7 +258,7 @@ class _Equal:
                 self.fail(a, b, "parameter counts differ")
             for i, (x, y) in enumerate(zip(a.params, b.params)):
                 with self.at(f"params[{i}]"):
-                    self.define_var(x, y)
+                    self.define_var(x, y, defines_symbols=True)
             if a.is_pure != b.is_pure:
                 self.fail(a.is_pure, b.is_pure, "purity differs")
             with self.at("attrs"):
@@ -272,7 +286,11 @@ class _Equal:
             self.expr(a.value, b.value)  # type: ignore[attr-defined]
         if isinstance(a, E.MatchCast):
             with self.at("struct_info"):
-                self.sinfo(a.struct_info, b.struct_info)  # type: ignore[attr-defined]
+                self.defining_symbols = True
+                try:
+                    self.sinfo(a.struct_info, b.struct_info)  # type: ignore[attr-defined]
+                finally:
+                    self.defining_symbols = False
         with self.at(f"var({a.var.name_hint})"):
             self.define_var(a.var, b.var)
 
@@ -360,7 +378,11 @@ class _Hasher:
                 self.value(x[k])
         elif isinstance(x, np.ndarray):
             self.put("array", str(x.dtype), x.shape)
+            if x.dtype.kind in "fc":  # equal arrays may differ in bytes: -0.0, NaN payloads
+                x = np.where(np.isnan(x), x.dtype.type(np.nan), x) + x.dtype.type(0)
             self.h.update(np.ascontiguousarray(x).tobytes())
+        elif isinstance(x, float):
+            self.put("float", x + 0.0)  # -0.0 + 0.0 is 0.0
         elif isinstance(x, VDevice):
             self.put("vdevice", x.target, x.vdevice_id, x.memory_scope, x.target_attrs)
         else:
@@ -374,6 +396,8 @@ class _Hasher:
             self.put(type(p).__name__)
             self.prim(p.a)
             self.prim(p.b)
+        elif isinstance(p, P.FloatImm):
+            self.put("FloatImm", p.dtype, p.value + 0.0)
         else:
             self.put(p)
 
