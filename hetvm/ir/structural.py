@@ -46,6 +46,22 @@ def _short(x: Any) -> str:
     return text if len(text) < 300 else text[:297] + "..."
 
 
+class _PathStep:
+    """Pushes a path element while comparing a child (for mismatch messages)."""
+
+    __slots__ = ("path", "name")
+
+    def __init__(self, path: list[str], name: str) -> None:
+        self.path = path
+        self.name = name
+
+    def __enter__(self) -> None:
+        self.path.append(self.name)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.path.pop()
+
+
 class _Equal:
     def __init__(self, map_free_vars: bool = True) -> None:
         self.lhs_to_rhs: dict[int, Any] = {}
@@ -59,17 +75,8 @@ class _Equal:
     def fail(self, lhs: Any, rhs: Any, why: str) -> None:
         raise _Mismatch(self.path, lhs, rhs, why)
 
-    def at(self, name: str):
-        eq = self
-
-        class _Ctx:
-            def __enter__(self_inner) -> None:
-                eq.path.append(name)
-
-            def __exit__(self_inner, *exc: Any) -> None:
-                eq.path.pop()
-
-        return _Ctx()
+    def at(self, name: str) -> _PathStep:
+        return _PathStep(self.path, name)
 
     # -- variables --------------------------------------------------------
     def var_pair(self, a: Any, b: Any, *, define: bool) -> None:

@@ -236,7 +236,9 @@ class ExprMutator:
     def _retype(self, var: E.Var, value: E.Expr) -> E.Var:
         """A fresh var when the value's struct info no longer matches the var's."""
         new_sinfo = value.struct_info
-        if new_sinfo is None or var.struct_info is None:
+        if new_sinfo is None or var.struct_info is None or new_sinfo is var.struct_info:
+            return var
+        if new_sinfo == var.struct_info:  # value equality (symbolic vars by identity)
             return var
         if structural_equal(var.struct_info, new_sinfo, map_free_vars=False):
             return var
