@@ -48,6 +48,9 @@ nn.batch_norm              data, gamma, beta, moving_mean,       axis: int, epsi
 nn.layer_norm              data, gamma, beta                     axes: axes, epsilon: float, center: bool,
                                                                  scale: bool
 nn.dropout                 data -> Tuple(out, mask)              rate: float
+nn.pad                     data                                  pad_width: (before0, after0, before1, ...),
+                                                                 pad_mode: "constant"|"reflect"|"edge"|
+                                                                 "wrap", pad_value: float
 reshape                    x, shape (ShapeExpr; -1 resolved)     -
 permute_dims               x                                     axes: axes|None (None reverses)
 expand_dims                x                                     axis: axes
@@ -72,6 +75,7 @@ full                       shape, fill_value (0-d Constant or    dtype: str|None
 zeros_like ones_like       x                                     dtype: str|None
 full_like                  x, fill_value                         dtype: str|None
 shape_of                   expr (HOST_ONLY; result Shape)        -
+shape_to_tensor            expr: Shape (HOST_ONLY; int64 1-D)    -
 hint_on_device             data (ANNOTATION)                     dst_vdevice: VDevice (memory_scope folded in)
 to_vdevice                 data (CROSS_DEVICE)                   dst_vdevice: VDevice
 memory.alloc_storage       size: ShapeExpr, virtual_device_index: -
@@ -114,6 +118,7 @@ from .manipulate import (
     permute_dims,
     reshape,
     shape_of,
+    shape_to_tensor,
     split,
     squeeze,
 )
@@ -135,6 +140,7 @@ __all__ = [
     "concat",
     "split",
     "shape_of",
+    "shape_to_tensor",
     "take",
     "strided_slice",
     "sum",

@@ -180,9 +180,12 @@ def as_tensor_arg(op: str, value: Any, dtype: str | None = None) -> E.Expr:
     if isinstance(value, E.Expr):
         return value
     try:
-        return E.Constant(np.asarray(value, dtype=dtype))
+        arr = np.asarray(value, dtype=dtype)
     except (TypeError, ValueError) as err:
         raise StructInfoError(f"op '{op}': cannot make a tensor from {value!r}: {err}") from None
+    if arr.dtype == object:
+        raise StructInfoError(f"op '{op}': cannot make a tensor from {value!r:.60}")
+    return E.Constant(arr)
 
 
 def as_tuple_arg(op: str, value: Any) -> E.Expr:

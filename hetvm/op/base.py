@@ -40,6 +40,13 @@ def make_call(
     span: Any = None,
 ) -> E.Call:
     """Builds a call of a registered op, inferring struct info when the args have it."""
+    for i, arg in enumerate(args):
+        if not isinstance(arg, E.Expr):
+            raise fail(
+                name,
+                f"argument {i} must be an IR expression, got {type(arg).__name__} {arg!r:.60}"
+                " (wrap constants with hetvm.ir.const)",
+            )
     call = E.Call(get_op(name), tuple(args), E.Attrs(attrs or {}), tuple(sinfo_args), span=span)
     if all(a.struct_info is not None for a in call.args):
         call = E.replace(call, struct_info=infer_call(call))

@@ -72,10 +72,21 @@ def ones(shape: Any, dtype: Any) -> E.Call:
     return make_call("ones", [as_shape_arg("ones", shape)], {"dtype": _required_dtype("ones", dtype)})
 
 
+def _fill_arg(op: str, fill_value: Any, dtype: str | None) -> E.Expr:
+    """The fill value as IR; a Python literal becomes a 0-d Constant of ``dtype``
+    (or float32 / int64 / bool when no dtype is given)."""
+    if isinstance(fill_value, E.Expr):
+        return fill_value
+    if dtype is None and isinstance(fill_value, (bool, int, float)):
+        dtype = {bool: "bool", int: "int64", float: "float32"}[type(fill_value)]
+    return as_tensor_arg(op, fill_value, dtype)
+
+
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> E.Call:
     """A tensor of ``shape`` filled with the scalar ``fill_value`` (cast to ``dtype``)."""
-    args = [as_shape_arg("full", shape), as_tensor_arg("full", fill_value)]
-    return make_call("full", args, {"dtype": dtype_str(dtype)})
+    name = dtype_str(dtype)
+    args = [as_shape_arg("full", shape), _fill_arg("full", fill_value, name)]
+    return make_call("full", args, {"dtype": name})
 
 
 def zeros_like(x: E.Expr, dtype: Any = None) -> E.Call:
@@ -90,5 +101,10 @@ def ones_like(x: E.Expr, dtype: Any = None) -> E.Call:
 
 def full_like(x: E.Expr, fill_value: Any, dtype: Any = None) -> E.Call:
     """``fill_value`` with x's shape (and dtype unless given)."""
-    args = [x, as_tensor_arg("full_like", fill_value)]
-    return make_call("full_like", args, {"dtype": dtype_str(dtype)})
+    name = dtype_str(dtype)
+    if name is None and isinstance(x.struct_info, S.TensorStructInfo):
+        literal_dtype = x.struct_info.dtype
+    else:
+        literal_dtype = name
+    args = [x, _fill_arg("full_like", fill_value, literal_dtype)]
+    return make_call("full_like", args, {"dtype": name})

@@ -34,6 +34,7 @@ __all__ = [
     "concat",
     "split",
     "shape_of",
+    "shape_to_tensor",
 ]
 
 
@@ -364,6 +365,16 @@ def shape_of(expr: E.Expr) -> E.Call:
     return make_call("shape_of", [expr])
 
 
+def _infer_shape_to_tensor(call: E.Call) -> S.StructInfo:
+    values, ndim = shape_arg(call, 0, "expr")
+    return S.TensorStructInfo(None if ndim == -1 else (ndim,), "int64", 1)
+
+
+def shape_to_tensor(expr: E.Expr) -> E.Call:
+    """A shape value as a 1-D int64 tensor (on the host)."""
+    return make_call("shape_to_tensor", [expr])
+
+
 register_op("reshape", _infer_reshape, num_inputs=2, description="reshape to a new shape")
 register_op("permute_dims", _infer_permute_dims, num_inputs=1, attr_names=("axes",))
 register_op("expand_dims", _infer_expand_dims, num_inputs=1, attr_names=("axis",))
@@ -378,4 +389,11 @@ register_op(
     num_inputs=1,
     device_behavior=DeviceBehavior.HOST_ONLY,
     description="the shape of a tensor, on the host",
+)
+register_op(
+    "shape_to_tensor",
+    _infer_shape_to_tensor,
+    num_inputs=1,
+    device_behavior=DeviceBehavior.HOST_ONLY,
+    description="a shape value as a 1-D int64 tensor, on the host",
 )

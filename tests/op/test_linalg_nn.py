@@ -262,3 +262,22 @@ def test_dropout():
 def test_errors_are_hetvm_errors():
     with pytest.raises(HetvmError):
         op.nn.conv2d(tensor((1, 3, 8, 8)), tensor((8, 4, 3, 3)))
+
+
+def test_pad():
+    call = op.nn.pad(tensor((n, 3)), [1, 2, 0, 4], pad_value=1)
+    assert prim.prove_equal(call.struct_info.shape[0], n + 3)
+    assert prim.const_value(call.struct_info.shape[1]) == 7
+    assert call.attrs == {"pad_width": (1, 2, 0, 4), "pad_mode": "constant", "pad_value": 1.0}
+    assert op.nn.pad(tensor_ndim(-1), [1, 1]).struct_info.ndim == 1
+
+
+def test_pad_errors():
+    with pytest.raises(StructInfoError, match="nn.pad.*2 values per axis.*got 2"):
+        op.nn.pad(tensor((2, 3)), [1, 1])
+    with pytest.raises(StructInfoError, match="non-negative"):
+        op.nn.pad(tensor((2, 3)), [1, -1, 0, 0])
+    with pytest.raises(StructInfoError, match="pad_mode"):
+        op.nn.pad(tensor((2, 3)), [0, 0, 0, 0], pad_mode="mirror")
+    with pytest.raises(StructInfoError, match=r"reflect padding \(0, 3\) must be smaller than axis 1"):
+        op.nn.pad(tensor((2, 3)), [0, 0, 0, 3], pad_mode="reflect")

@@ -219,3 +219,21 @@ def test_strided_slice_errors():
         op.strided_slice(tensor((4,)), [0], [0], [2], [0])
     with pytest.raises(StructInfoError, match="axis 1 is out of range"):
         op.strided_slice(tensor((4,)), [1], [0], [2])
+
+
+def test_shape_to_tensor():
+    call = op.shape_to_tensor(op.shape_of(tensor((n, 3, 2))))
+    assert call.struct_info == S.TensorStructInfo((3,), "int64")
+    unknown = Var("s", struct_info=S.ShapeStructInfo(ndim=-1))
+    assert op.shape_to_tensor(unknown).struct_info == S.TensorStructInfo(None, "int64", 1)
+    with pytest.raises(StructInfoError, match="shape_to_tensor.*expr must be a shape"):
+        op.shape_to_tensor(tensor((2,)))
+
+
+def test_non_ir_arguments_are_named():
+    import numpy as np
+
+    with pytest.raises(StructInfoError, match="op 'add': argument 1 must be an IR expression, got ndarray"):
+        op.add(tensor((2,)), np.ones(2))
+    with pytest.raises(StructInfoError, match="op 'concat': cannot make a tensor from <object"):
+        op.concat([tensor((2,)), object()])

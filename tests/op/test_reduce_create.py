@@ -105,6 +105,9 @@ def test_full():
     call = op.full((2,), Constant(np.array(3, "int32")))
     assert call.struct_info.dtype == "int32"
     assert op.full((2,), PrimValue(7)).struct_info.dtype == "int64"
+    assert op.full((2,), 0.5).args[1].data.dtype == np.float32
+    assert op.full((2,), 3).struct_info.dtype == "int64"
+    assert op.full((2,), 3, "float16").args[1].data.dtype == np.float16
     with pytest.raises(StructInfoError, match="fill_value must be a scalar"):
         op.full((2,), Constant(np.zeros(3, "float32")))
 
@@ -114,6 +117,7 @@ def test_like_ops():
     assert op.zeros_like(x).struct_info == x.struct_info
     assert op.ones_like(x, "int32").struct_info.dtype == "int32"
     assert op.full_like(x, 2.0).struct_info == x.struct_info
+    assert op.full_like(tensor((2,), "int32"), 2).args[1].data.dtype == np.int32
     with pytest.raises(StructInfoError, match="full_like.*scalar"):
         op.full_like(x, np.zeros(2))
     with pytest.raises(StructInfoError, match="zeros_like"):

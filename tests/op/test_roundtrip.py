@@ -62,6 +62,8 @@ def _samples():
         op.nn.batch_norm(img, *c4, axis=1, epsilon=1e-3, training=False),
         op.nn.layer_norm(x, c4[0], c4[1], axes=-1),
         op.nn.dropout(x, 0.25),
+        op.nn.pad(x, [1, 0, 2, 3]), op.nn.pad(img, (0,) * 8, "reflect", 1),
+        op.shape_to_tensor(op.shape_of(x)),
         op.reshape(x, (-1,)), op.reshape(x, (2, n * 2)),
         op.permute_dims(x), op.permute_dims(x, [1, 0]),
         op.expand_dims(x, (0, -1)), op.squeeze(tensor((1, 3))), op.squeeze(x, None),

@@ -3,6 +3,7 @@
 from .activation import gelu, gelu_tanh, leakyrelu, log_softmax, relu, silu, softmax
 from .conv import conv2d
 from .norm import batch_norm, dropout, layer_norm
+from .pad import pad
 from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "batch_norm",
     "layer_norm",
     "dropout",
+    "pad",
 ]
