@@ -1,0 +1,56 @@
+"""Finding an op's constructor: ``R.nn.conv2d`` -> ``hetvm.op.nn.conv2d``.
+
+The printer asks which keyword a constructor takes for its struct-info
+arguments; the parser calls the constructor. Both go through the registry, so
+an op added to ``hetvm.op`` is picked up without changing the script package.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from typing import Any, Callable
+
+from ..ir.op_registry import registered_ops
+
+# Keywords TVM 0.27 prints for struct-info arguments, and the names hetvm's
+# constructors take (TVM's earlier spelling).
+SINFO_KEYWORDS = {"ty_args": "sinfo_args", "out_ty": "out_sinfo"}
+
+
+def resolve_ctor(name: str) -> Callable[..., Any] | None:
+    """The constructor of op ``name`` in ``hetvm.op`` (dots are sub-namespaces)."""
+    obj: Any = importlib.import_module("hetvm.op")
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj if callable(obj) and not inspect.ismodule(obj) else None
+
+
+@functools.cache
+def _param_names(ctor: Callable[..., Any]) -> tuple[str, ...]:
+    try:
+        return tuple(inspect.signature(ctor).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
+def ctor_params(ctor: Callable[..., Any] | None) -> tuple[str, ...]:
+    """Parameter names of a constructor (empty when it has no signature)."""
+    return () if ctor is None else _param_names(ctor)
+
+
+def sinfo_keyword(name: str) -> str | None:
+    """The keyword (TVM 0.27 spelling) an op's call prints its ``sinfo_args`` with."""
+    params = ctor_params(resolve_ctor(name))
+    if "out_sinfo" in params:
+        return "out_ty"
+    if "sinfo_args" in params:
+        return "sinfo_args"
+    return None
+
+
+def known_op_names() -> list[str]:
+    return registered_ops()
