@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 from . import expr as E
+from . import struct_info as S
 from .block_builder import NameTable, normalize
 from .module import IRModule
 from .structural import structural_equal
@@ -247,17 +248,27 @@ class ExprMutator:
         return fresh
 
     def visit_function(self, func: E.Function) -> E.Expr:
+        outer_names = self.names  # a nested function must not reset the outer table
         self.names = NameTable()
-        params = tuple(self.visit_var_def(p) for p in func.params)
-        for p in params:
-            self.names.reserve(p.name_hint)
-        _reserve_names(func.body, self.names)
-        body = self.visit_seq_expr(func.body)
+        try:
+            params = tuple(self.visit_var_def(p) for p in func.params)
+            for p in params:
+                self.names.reserve(p.name_hint)
+            _reserve_names(func.body, self.names)
+            body = self.visit_seq_expr(func.body)
+        finally:
+            self.names = outer_names
         if body is func.body and all(a is b for a, b in zip(params, func.params)):
             return func
         ret = func.ret_struct_info
-        if body.struct_info is not None and body is not func.body:
-            ret = body.struct_info if ret is None else ret
+        if ret is not None and body.struct_info is not None:
+            # keep the declared signature unless it no longer admits the body or
+            # names symbolic vars the (new) params do not define; then re-derive it
+            defined = [v for p in params for v in S.definable_vars(p.struct_info)]
+            if not S.is_base_of(ret, body.struct_info) or (
+                S.erase_to_well_defined(ret, defined) is not ret
+            ):
+                ret = None
         return E.Function(params, body, ret, func.is_pure, func.attrs, span=func.span)
 
     # -- module -------------------------------------------------------------
