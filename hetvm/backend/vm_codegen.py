@@ -264,10 +264,10 @@ class _FunctionCodegen:
         bounds = dict(self.func.attrs.get("tir_var_upper_bound", {}) or {})
         return B.VMFunction(
             name=self.name,
-            params=tuple(params),
-            param_info=tuple(infos),
+            params=list(params),
+            param_info=list(infos),
             num_registers=self.num_registers,
-            instructions=tuple(self.code),
+            instructions=list(self.code),
             sym_bounds={str(k): [None, int(v)] for k, v in bounds.items()},
         )
 
