@@ -190,3 +190,27 @@ def test_device_behaviors():
     assert op_info("add").device_behavior is D.FOLLOW_INPUTS
     assert op_info("nn.conv2d").pure and not op_info("memory.kill_tensor").pure
     assert op_info("null_value").device_behavior is D.MEMORY
+
+
+def test_unknown_dtypes_and_shapes_are_accepted():
+    x = Var("x", struct_info=S.TensorStructInfo(None, None, -1))
+    w = Var("w", struct_info=S.TensorStructInfo(None, None, 4))
+    i = Var("i", struct_info=S.TensorStructInfo((3,), None))
+    calls = [
+        op.add(x, x), op.exp(x), op.matmul(x, x), op.nn.conv2d(x, w), op.nn.max_pool2d(x, 2),
+        op.nn.softmax(x), op.nn.layer_norm(x, x, x, -1), op.nn.batch_norm(x, x, x, x, x, 1),
+        op.reshape(x, (2, -1)), op.permute_dims(x), op.expand_dims(x, 0), op.squeeze(x),
+        op.flatten(x), op.broadcast_to(x, (2, 3)), op.concat([x, x]), op.split(x, 2),
+        op.take(x, i, 0), op.strided_slice(x, [0], [0], [1]), op.sum(x, 0), op.argmax(x, 0),
+        op.where(x, x, x), op.zeros_like(x), op.shape_of(x), op.nn.pad(x, [1, 1]),
+    ]  # fmt: skip
+    for call in calls:
+        sinfo = call.struct_info
+        fields = sinfo.fields if isinstance(sinfo, S.TupleStructInfo) else (sinfo,)
+        for f in fields:
+            assert isinstance(f, (S.TensorStructInfo, S.ShapeStructInfo)), call.op.name
+            if isinstance(f, S.TensorStructInfo) and call.op.name not in ("argmax", "shape_of"):
+                assert f.dtype is None, call.op.name
+    ndims = {c.op.name: c.struct_info.ndim for c in calls if isinstance(c.struct_info, S.TensorStructInfo)}
+    assert ndims["matmul"] == -1 and ndims["nn.conv2d"] == 4 and ndims["reshape"] == 2
+    assert ndims["flatten"] == 1 and ndims["broadcast_to"] == 2 and ndims["nn.pad"] == 1
