@@ -1,0 +1,132 @@
+"""End to end: hetvm.build + VirtualMachine on CPU give NumPy's results."""
+
+import numpy as np
+import pytest
+
+import hetvm
+import hetvm.op as op
+from hetvm.ir import (
+    BlockBuilder,
+    Call,
+    If,
+    TensorStructInfo,
+    Tuple,
+    TupleGetItem,
+    Var,
+    prim,
+)
+
+F32 = "float32"
+
+
+def _run(mod, *args, **vm_kwargs):
+    exe = hetvm.build(mod)
+    vm = hetvm.VirtualMachine(exe, **vm_kwargs)
+    return vm, vm["main"](*args)
+
+
+def test_mlp_layer_matches_numpy():
+    x = Var("x", struct_info=TensorStructInfo((8, 16), F32))
+    w = Var("w", struct_info=TensorStructInfo((16, 4), F32))
+    b = Var("b", struct_info=TensorStructInfo((4,), F32))
+    bb = BlockBuilder()
+    with bb.function("main", [x, w, b]):
+        with bb.dataflow():
+            h = bb.emit(op.matmul(x, w))
+            h = bb.emit(op.add(h, b))
+            out = bb.emit_output(op.nn.relu(h))
+        bb.emit_func_output(out)
+    rng = np.random.default_rng(0)
+    xv, wv, bv = (rng.standard_normal(s).astype(F32) for s in ((8, 16), (16, 4), (4,)))
+    for poison in (False, True):
+        _, out = _run(bb.get(), xv, wv, bv, poison=poison)
+        np.testing.assert_allclose(out.numpy(), np.maximum(xv @ wv + bv, 0), rtol=1e-5)
+
+
+def test_tuple_outputs_and_split():
+    x = Var("x", struct_info=TensorStructInfo((6, 4), F32))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            parts = bb.emit(op.split(x, 3, axis=0))
+            a = bb.emit(TupleGetItem(parts, 0))
+            c = bb.emit(TupleGetItem(parts, 2))
+            s = bb.emit(op.add(a, c))
+            e = bb.emit(op.exp(c))
+            res = bb.emit_output(Tuple((s, e)))
+        bb.emit_func_output(res)
+    xv = np.arange(24, dtype=F32).reshape(6, 4) / 10
+    vm, (s, e) = _run(bb.get(), xv)
+    np.testing.assert_allclose(s.numpy(), xv[0:2] + xv[4:6])
+    np.testing.assert_allclose(e.numpy(), np.exp(xv[4:6]), rtol=1e-6)
+
+
+def test_if_selects_branch_and_kills_outer_values():
+    x = Var("x", struct_info=TensorStructInfo((4,), F32))
+    cond = Var("cond", struct_info=TensorStructInfo((), "bool"))
+    bb = BlockBuilder()
+    with bb.function("main", [x, cond]):
+        a = bb.emit(op.exp(x))
+        bb.begin_scope()
+        t = bb.emit(op.add(a, a))
+        then_seq = bb.end_scope(t)
+        bb.begin_scope()
+        e = bb.emit(op.multiply(x, x))
+        else_seq = bb.end_scope(e)
+        y = bb.emit(If(cond, then_seq, else_seq))
+        out = bb.emit(op.add(y, x))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    xv = np.array([0.5, 1.0, 1.5, 2.0], F32)
+    for flag in (True, False):
+        vm, out = _run(mod, xv, np.array(flag))
+        expected = (2 * np.exp(xv) if flag else xv * xv) + xv
+        np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6)
+
+
+def test_functions_call_each_other():
+    bb = BlockBuilder()
+    a = Var("a", struct_info=TensorStructInfo((3,), F32))
+    with bb.function("double", [a], private=True):
+        with bb.dataflow():
+            r = bb.emit_output(op.add(a, a))
+        bb.emit_func_output(r)
+    double = bb.module.get_global_var("double")
+    x = Var("x", struct_info=TensorStructInfo((3,), F32))
+    with bb.function("main", [x]):
+        y = bb.emit(Call(double, (x,)))
+        z = bb.emit(Call(double, (y,)))
+        bb.emit_func_output(z)
+    xv = np.array([1, 2, 3], F32)
+    _, out = _run(bb.get(), xv)
+    np.testing.assert_allclose(out.numpy(), 4 * xv)
+
+
+def test_symbolic_shape_with_bound_checks_at_run_time():
+    n = prim.PrimVar("n")
+    x = Var("x", struct_info=TensorStructInfo((n, 4), F32))
+    bb = BlockBuilder()
+    with bb.function("main", [x], attrs={"tir_var_upper_bound": {"n": 16}}):
+        with bb.dataflow():
+            y = bb.emit(op.exp(x))
+            out = bb.emit_output(op.add(y, x))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    for rows in (1, 7, 16):
+        xv = np.ones((rows, 4), F32)
+        _, out = _run(mod, xv)
+        np.testing.assert_allclose(out.numpy(), np.e + 1, rtol=1e-6)
+    with pytest.raises(hetvm.HetvmError, match="n"):
+        _run(mod, np.ones((17, 4), F32))
+
+
+def test_wrong_input_shape_names_parameter():
+    x = Var("x", struct_info=TensorStructInfo((2, 3), F32))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        out = bb.emit(op.exp(x))
+        bb.emit_func_output(out)
+    exe = hetvm.build(bb.get())
+    vm = hetvm.VirtualMachine(exe)
+    with pytest.raises(hetvm.HetvmError, match="x"):
+        vm["main"](np.ones((3, 3), F32))
