@@ -111,9 +111,9 @@ def broadcast_shapes(
         elif cx is not None and cy is not None:
             raise fail(op, f"shapes {_fmt(a)} and {_fmt(b)} cannot be broadcast together")
         else:
-            # Symbolic and unprovable: the result is the non-constant side
-            # when the other is unknown; otherwise keep the left operand.
-            out.append(x if cy is None or cx is None else x)
+            # Unprovable: a constant side (other than 1) must be the result,
+            # since the symbolic side can only be 1 or equal to it.
+            out.append(y if cx is None and cy is not None else x)
     return tuple(reversed(out))
 
 

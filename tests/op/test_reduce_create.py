@@ -122,3 +122,10 @@ def test_like_ops():
         op.full_like(x, np.zeros(2))
     with pytest.raises(StructInfoError, match="zeros_like"):
         op.zeros_like(ShapeExpr((2,)))
+
+
+def test_symbolic_broadcast_prefers_the_constant_side():
+    m = prim.PrimVar("m")
+    assert shape_of(op.where(tensor((n,), "bool"), tensor((4,)), tensor((4,))).struct_info) == (4,)
+    assert op.add(tensor((n, 1)), tensor((1, m))).struct_info.shape == (n, m)
+    assert op.add(tensor((n,)), tensor((m,))).struct_info.shape == (n,)
