@@ -198,17 +198,31 @@ def reshape_target(in_shape: Sequence[Any], target: Sequence[int], allowzero: bo
         else:
             out.append(t if isinstance(t, P.PrimExpr) else int(t))
     if infer >= 0:
-        total: Any = 1
-        for d in in_shape:
-            total = P.mul(total, d) if isinstance(d, P.PrimExpr) or isinstance(total, P.PrimExpr) else total * d
-        rest: Any = 1
-        for i, d in enumerate(out):
-            if i != infer:
-                rest = P.mul(rest, d) if isinstance(d, P.PrimExpr) or isinstance(rest, P.PrimExpr) else rest * d
-        q = P.floordiv(total, rest)
-        c = P.const_value(q)
-        out[infer] = int(c) if c is not None else q
+        out[infer] = _infer_dim(list(in_shape), [d for i, d in enumerate(out) if i != infer])
     return out
+
+
+def _infer_dim(total: list[Any], rest: list[Any]) -> Any:
+    """prod(total) / prod(rest), cancelling equal (possibly symbolic) factors first
+    so that ``(n, 3, 4) -> (n, -1)`` gives 12, not ``n*12 // n``."""
+    remaining = list(rest)
+    numer: list[Any] = []
+    for d in total:
+        for j, r in enumerate(remaining):
+            if P.prove_equal(P.as_prim(d), P.as_prim(r)):
+                del remaining[j]
+                break
+        else:
+            numer.append(d)
+    num: Any = 1
+    for d in numer:
+        num = P.mul(num, d)
+    den: Any = 1
+    for d in remaining:
+        den = P.mul(den, d)
+    q = P.floordiv(num, den)
+    c = P.const_value(q)
+    return int(c) if c is not None else q
 
 
 @_folder("Reshape")
