@@ -68,7 +68,8 @@ def check_well_formed(
                 raise WellFormedError(f"module entry '{name}' is not a Function")
             checker.function(name, func)
     elif isinstance(mod_or_func, E.Function):
-        _Checker(None, check_struct_info).function("<function>", mod_or_func)
+        name = str(mod_or_func.attrs.get("global_symbol", "<function>"))
+        _Checker(None, check_struct_info).function(name, mod_or_func)
     else:
         raise WellFormedError(
             f"well-formedness is defined for an IRModule or a Function, "
