@@ -35,9 +35,10 @@ POISON_BYTE = 0xFF
 class Allocation:
     """One allocated block of ``nbytes`` on a device, with a reference count."""
 
-    __slots__ = ("buffer", "nbytes", "refs", "allocator", "freed", "__weakref__")
+    __slots__ = ("buffer", "nbytes", "refs", "allocator", "freed", "serial", "__weakref__")
 
-    def __init__(self, buffer: Any, nbytes: int, allocator: Allocator) -> None:
+    def __init__(self, buffer: Any, nbytes: int, allocator: Allocator, serial: int = 0) -> None:
+        self.serial = serial
         self.buffer = buffer
         self.nbytes = nbytes
         self.refs = 0
@@ -124,6 +125,7 @@ class Allocator:
         self.alloc_calls = 0
         self.raw_allocs = 0
         self.live: weakref.WeakSet[Allocation] = weakref.WeakSet()
+        self.serial = 0
         self.on_event: EventSink | None = None
 
     # -- public -----------------------------------------------------------
@@ -134,7 +136,8 @@ class Allocator:
             raise HetvmRuntimeError(f"negative allocation of {nbytes} bytes on {self.device}")
         self.alloc_calls += 1
         buffer = self._take(nbytes)
-        block = Allocation(buffer, nbytes, self)
+        self.serial += 1
+        block = Allocation(buffer, nbytes, self, self.serial)
         self.bytes_in_use += nbytes
         if self.bytes_in_use > self.peak_bytes:
             self.peak_bytes = self.bytes_in_use
@@ -159,6 +162,16 @@ class Allocator:
 
     def release_all(self) -> None:
         """Returns every pooled block to the device."""
+
+    def free_since(self, mark: int) -> int:
+        """Frees every live block allocated after ``serial`` was ``mark``
+        (clean-up after a failed call); returns the bytes freed."""
+        freed = 0
+        for block in sorted(self.live, key=lambda b: b.serial):
+            if block.serial > mark and not block.freed:
+                freed += block.nbytes
+                block.force_free()
+        return freed
 
     def reset_peak(self) -> None:
         self.peak_bytes = self.bytes_in_use

@@ -1,0 +1,10 @@
+"""Destination-passing kernels per device kind, registered by op name.
+
+Importing the package registers every kernel (see :mod:`.registry` for the
+calling convention).
+"""
+
+from . import elementwise  # noqa: F401  (registers kernels)
+from .registry import bind_kernel, get_kernel, has_kernel, kernel_ops, register_kernel
+
+__all__ = ["register_kernel", "get_kernel", "has_kernel", "kernel_ops", "bind_kernel"]

@@ -1,0 +1,134 @@
+"""Element-wise kernels: binary with broadcasting, comparisons, unary math, clip.
+
+Binary ufunc kernels are specialised at load time to the bare ufunc called as
+``ufunc(a, b, out)`` -- the cheapest dispatch NumPy offers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .registry import register_kernel
+
+# ops whose ufunc gives the right result for every dtype with out= given
+_SAFE_UFUNCS = {
+    "add": "add",
+    "subtract": "subtract",
+    "multiply": "multiply",
+    "maximum": "maximum",
+    "minimum": "minimum",
+    "equal": "equal",
+    "not_equal": "not_equal",
+    "less": "less",
+    "less_equal": "less_equal",
+    "greater": "greater",
+    "greater_equal": "greater_equal",
+    "logical_and": "logical_and",
+    "logical_or": "logical_or",
+}
+
+
+def _is_int(arr: Any) -> bool:
+    return arr.dtype.kind in "iub"
+
+
+def _write(xp: Any, out: Any, value: Any) -> None:
+    out[...] = value
+
+
+def _make_ufunc_kernel(op: str, ufunc_name: str) -> None:
+    def kernel(xp: Any, attrs: dict, a: Any, b: Any, out: Any) -> None:
+        getattr(xp, ufunc_name)(a, b, out=out)
+
+    def specialize(xp: Any, attrs: dict) -> Any:
+        return getattr(xp, ufunc_name) if xp is np else None
+
+    kernel.__name__ = f"kernel_{op}"
+    register_kernel(op, specialize=specialize)(kernel)
+
+
+for _op, _uf in _SAFE_UFUNCS.items():
+    _make_ufunc_kernel(_op, _uf)
+
+
+@register_kernel("divide")
+def divide(xp: Any, attrs: dict, a: Any, b: Any, out: Any) -> None:
+    if _is_int(out):  # integer division truncates toward zero, like TVM's
+        _write(xp, out, xp.trunc(xp.true_divide(a, b)).astype(out.dtype))
+    else:
+        xp.true_divide(a, b, out=out)
+
+
+@register_kernel("floor_divide")
+def floor_divide(xp: Any, attrs: dict, a: Any, b: Any, out: Any) -> None:
+    if _is_int(out):
+        xp.floor_divide(a, b, out=out)
+    else:
+        xp.floor(xp.true_divide(a, b), out=out)
+
+
+@register_kernel("power")
+def power(xp: Any, attrs: dict, a: Any, b: Any, out: Any) -> None:
+    xp.power(a, b, out=out)
+
+
+_UNARY = {
+    "exp": lambda xp, x: xp.exp(x),
+    "log": lambda xp, x: xp.log(x),
+    "sqrt": lambda xp, x: xp.sqrt(x),
+    "rsqrt": lambda xp, x: 1 / xp.sqrt(x),
+    "tanh": lambda xp, x: xp.tanh(x),
+    "sigmoid": lambda xp, x: _sigmoid(xp, x),
+    "negative": lambda xp, x: xp.negative(x),
+    "abs": lambda xp, x: xp.abs(x),
+    "sin": lambda xp, x: xp.sin(x),
+    "cos": lambda xp, x: xp.cos(x),
+    "floor": lambda xp, x: xp.floor(x),
+    "ceil": lambda xp, x: xp.ceil(x),
+    "round": lambda xp, x: xp.round(x),
+    "sign": lambda xp, x: xp.sign(x),
+    "reciprocal": lambda xp, x: 1 / x,
+    "logical_not": lambda xp, x: xp.logical_not(x),
+    "erf": lambda xp, x: erf(xp, x),
+}
+
+
+def _sigmoid(xp: Any, x: Any) -> Any:
+    # split by sign so exp never overflows
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+_np_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def erf(xp: Any, x: Any) -> Any:
+    """The error function: math.erf per element on NumPy, the native one on CuPy."""
+    if xp is np:
+        return _np_erf(x).astype(x.dtype) if x.size else x.copy()
+    import cupyx.scipy.special as sp  # type: ignore[import-not-found]
+
+    return sp.erf(x)
+
+
+def _make_unary(op: str) -> None:
+    fn = _UNARY[op]
+
+    def kernel(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+        _write(xp, out, fn(xp, x))
+
+    kernel.__name__ = f"kernel_{op}"
+    register_kernel(op)(kernel)
+
+
+for _op in _UNARY:
+    _make_unary(_op)
+
+
+@register_kernel("clip")
+def clip(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    lo, hi = attrs.get("min"), attrs.get("max")
+    _write(xp, out, xp.clip(x, lo, hi))

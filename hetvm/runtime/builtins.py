@@ -1,0 +1,117 @@
+"""The ``vm.builtin.*`` functions (names and argument order: see bytecode.py).
+
+One :class:`Builtins` object per VM: it knows the VM's devices and allocators,
+so ``device_index`` arguments refer to ``Executable.devices``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import HetvmRuntimeError
+from .device import copy_array, get_api
+from .memory import Storage
+from .ndarray import NDArray, ShapeTuple, nbytes_of, np_dtype, view
+from .shapes import ShapeBinder
+from .values import check_value
+
+if TYPE_CHECKING:
+    from .vm import VirtualMachine
+
+__all__ = ["Builtins"]
+
+
+class Builtins:
+    """Builtin implementations bound to one VM."""
+
+    def __init__(self, vm: VirtualMachine) -> None:
+        self.vm = vm
+
+    def _dev_index(self, device_index: Any) -> int:
+        if isinstance(device_index, NDArray) or not isinstance(device_index, (int, np.integer)):
+            raise HetvmRuntimeError(f"device index must be an int, got {device_index!r}")
+        n = len(self.vm.exe_devices)
+        if not 0 <= device_index < n:
+            raise HetvmRuntimeError(f"device index {device_index} out of range ({n} devices)")
+        return int(device_index)
+
+    def alloc_storage(
+        self, size: Any, device_index: int, scope: str = "global", dtype: str = "uint8"
+    ) -> Storage:
+        nbytes = nbytes_of(tuple(size), dtype)
+        alloc = self.vm.allocators_by_index[self._dev_index(device_index)]
+        return Storage(alloc.alloc(nbytes), scope if isinstance(scope, str) else "global")
+
+    def alloc_tensor(self, storage: Any, offset: Any, shape: Any, dtype: str) -> NDArray:
+        if not isinstance(storage, Storage):
+            raise HetvmRuntimeError(f"alloc_tensor needs a Storage, got {type(storage).__name__}")
+        return view(storage.allocation, int(offset), tuple(shape), dtype)
+
+    def alloc_tensor_direct(self, shape: Any, dtype: str, device_index: int) -> NDArray:
+        alloc = self.vm.allocators_by_index[self._dev_index(device_index)]
+        shape = tuple(int(d) for d in shape)
+        return view(alloc.alloc(nbytes_of(shape, dtype)), 0, shape, np_dtype(dtype))
+
+    def copy_to(self, src: Any, device_index: int, dst: Any = None) -> NDArray:
+        if not isinstance(src, NDArray):
+            raise HetvmRuntimeError(f"copy_to needs a tensor, got {type(src).__name__}")
+        if not src.alive:
+            raise HetvmRuntimeError(f"copy_to of a released tensor {src.shape} {src.dtype}")
+        idx = self._dev_index(device_index)
+        target = self.vm.exe_devices[idx]
+        if dst is None:
+            dst = self.alloc_tensor_direct(src.shape, src.dtype, idx)
+        elif not isinstance(dst, NDArray) or dst.device is not target:
+            where = dst.device if isinstance(dst, NDArray) else type(dst).__name__
+            raise HetvmRuntimeError(f"copy_to destination must be a tensor on {target}, got {where}")
+        copy_array(src.device, src._data, target, dst._data)
+        self.vm._event("copy", target, src.nbytes, src=str(src.device))
+        return dst
+
+    def make_tuple(self, *xs: Any) -> tuple:
+        return tuple(xs)
+
+    def tuple_getitem(self, t: Any, i: int) -> Any:
+        return t[int(i)]
+
+    def make_shape(self, shape: Any) -> ShapeTuple:
+        return ShapeTuple(int(d) for d in shape)
+
+    def match_cast(self, value: Any, info: dict, env: dict, ctx: tuple = ("?", {})) -> Any:
+        """``ctx`` = (function name, sym_bounds), supplied by the code generator."""
+        binder = ShapeBinder(env, ctx[1], ctx[0])
+        out = check_value(value, info, binder, "match_cast value", self.vm._device_of, False)
+        binder.finish()
+        return out
+
+    match_shape = match_cast
+
+    def shape_of(self, t: Any) -> ShapeTuple:
+        if not isinstance(t, NDArray):
+            raise HetvmRuntimeError(f"shape_of needs a tensor, got {type(t).__name__}")
+        return ShapeTuple(t._data.shape)
+
+    def prim_value(self, v: Any) -> Any:
+        return v
+
+    def read_cond(self, x: Any) -> bool:
+        if isinstance(x, NDArray):
+            if x._data.size != 1:
+                raise HetvmRuntimeError(f"a condition must be a scalar tensor, got {x.shape}")
+            api = get_api(x.device)
+            if not api.host_readable:
+                raise HetvmRuntimeError(
+                    f"a condition must be a host tensor; this one lives on {x.device}"
+                )
+            return bool(np.asarray(api.to_host(x._data)).reshape(()))
+        if isinstance(x, (bool, int, float, np.generic)):
+            return bool(x)
+        raise HetvmRuntimeError(f"a condition must be a scalar tensor or prim, got {x!r}")
+
+    def null_value(self) -> None:
+        return None
+
+    def identity(self, x: Any) -> Any:
+        return x

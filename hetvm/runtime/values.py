@@ -1,0 +1,134 @@
+"""Checking runtime values against param_info (at function entry and match_cast).
+
+Tensors are checked for liveness, device, dtype and shape (binding symbolic
+variables); NumPy inputs are turned into NDArrays on the parameter's device
+when ``convert`` is set (the top-level call). Errors name what is checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import DeviceMismatchError, HetvmRuntimeError
+from .device import Device
+from .ndarray import NDArray, ShapeTuple
+from .ndarray import array as nd_array
+from .shapes import ShapeBinder
+
+__all__ = ["check_value"]
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_value(
+    value: Any,
+    info: dict,
+    binder: ShapeBinder,
+    what: str,
+    device_of: Callable[[int], Device],
+    convert: bool,
+) -> Any:
+    """``value`` checked (and converted when ``convert``) against ``info``."""
+    kind = info["kind"]
+    if kind == "object":
+        return value
+    if kind == "tensor":
+        return _check_tensor(value, info, binder, what, device_of, convert)
+    if kind == "shape":
+        if isinstance(value, NDArray) or not isinstance(value, (tuple, list)):
+            raise HetvmRuntimeError(
+                f"{what} of function '{binder.func}' must be a shape, given {_describe(value)}"
+            )
+        if not all(_is_int(d) for d in value):
+            raise HetvmRuntimeError(f"{what} of function '{binder.func}': bad shape {value!r}")
+        shape = ShapeTuple(int(d) for d in value)
+        _bind_shape(info, shape, binder, what)
+        return shape
+    if kind == "prim":
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            value = value.item()
+        if not isinstance(value, (int, float, bool)):
+            raise HetvmRuntimeError(
+                f"{what} of function '{binder.func}' must be a scalar, given {_describe(value)}"
+            )
+        pattern = info.get("value")
+        if pattern is not None:
+            binder.bind_value(what, pattern, value)
+        return value
+    # tuple
+    if not isinstance(value, (tuple, list)) or isinstance(value, ShapeTuple):
+        raise HetvmRuntimeError(
+            f"{what} of function '{binder.func}' must be a tuple, given {_describe(value)}"
+        )
+    fields = info.get("fields")
+    if fields is None:
+        return tuple(value)
+    if len(fields) != len(value):
+        raise HetvmRuntimeError(
+            f"{what} of function '{binder.func}': expected a tuple of {len(fields)} fields, "
+            f"given {len(value)}"
+        )
+    return tuple(
+        check_value(v, f, binder, f"{what} field {i}", device_of, convert)
+        for i, (v, f) in enumerate(zip(value, fields))
+    )
+
+
+def _check_tensor(value, info, binder, what, device_of, convert) -> NDArray:
+    dev_index = info.get("device")
+    want_dev = device_of(dev_index if dev_index is not None else 0)
+    dtype = info.get("dtype")
+    if not isinstance(value, NDArray):
+        if not convert or not isinstance(value, (np.ndarray, np.generic, int, float, bool)):
+            raise HetvmRuntimeError(
+                f"{what} of function '{binder.func}' must be a tensor, given {_describe(value)}"
+            )
+        host = np.asarray(value)
+        if dtype is not None and str(host.dtype) != dtype:
+            raise HetvmRuntimeError(
+                f"{what} of function '{binder.func}': expected dtype {dtype}, given {host.dtype}"
+            )
+        _bind_shape(info, host.shape, binder, what)
+        out = nd_array(host, want_dev)
+        out._killable = False
+        return out
+    if not value.alive:
+        raise HetvmRuntimeError(f"{what} of function '{binder.func}' is a released NDArray")
+    if dev_index is not None and value.device is not want_dev:
+        raise DeviceMismatchError(
+            f"{what} of function '{binder.func}' is on {value.device} but the function expects "
+            f"it on {want_dev}; copy it with .copyto(...)"
+        )
+    if dtype is not None and value.dtype != dtype:
+        raise HetvmRuntimeError(
+            f"{what} of function '{binder.func}': expected dtype {dtype}, given {value.dtype}"
+        )
+    _bind_shape(info, value.shape, binder, what)
+    return value
+
+
+def _bind_shape(info: dict, shape: tuple, binder: ShapeBinder, what: str) -> None:
+    pattern = info.get("shape")
+    if pattern is not None:
+        binder.bind_dims(what, pattern, tuple(shape))
+        return
+    ndim = info.get("ndim", -1)
+    if ndim is not None and ndim >= 0 and ndim != len(shape):
+        raise HetvmRuntimeError(
+            f"{what} of function '{binder.func}': expected {ndim} dimension(s), "
+            f"given {len(shape)}: {tuple(shape)}"
+        )
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, NDArray):
+        return repr(value)
+    if isinstance(value, np.ndarray):
+        return f"ndarray {value.shape} {value.dtype}"
+    return f"{type(value).__name__} {value!r}"[:120]

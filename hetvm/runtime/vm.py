@@ -1,0 +1,289 @@
+"""The virtual machine: runs an Executable's functions on real device memory.
+
+``VirtualMachine(exe, devices=None, allocator="pooled", poison=False, trace=False)``
+maps the executable's devices to runtime devices (in order), gives each device
+an allocator, and compiles every function once (see :mod:`.codegen`).
+``vm["main"](*args)`` / ``vm.invoke("main", *args)`` take NumPy arrays or
+NDArrays and return NDArrays (tuples as tuples).
+
+A failing call raises a hetvm error naming function and pc (and kernel); all
+memory the call allocated goes back to the allocators, so the VM stays usable.
+"""
+
+from __future__ import annotations
+
+import functools
+import traceback
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import HetvmError, HetvmRuntimeError
+from .builtins import Builtins
+from .bytecode import Executable, KernelCall, format_instruction
+from .codegen import CompiledFunction, _registers_of, compile_function
+from .device import Device, device
+from .memory import Allocator, Storage, make_allocator
+from .ndarray import NDArray
+from .ndarray import array as nd_array
+from .registry import get_global_func
+from .shapes import ShapeBinder
+from .values import check_value
+
+__all__ = ["VirtualMachine"]
+
+
+class VirtualMachine:
+    """A register VM over one Executable; see the module docstring."""
+
+    def __init__(
+        self,
+        exe: Executable,
+        devices: Sequence[Device | str] | None = None,
+        allocator: str = "pooled",
+        poison: bool = False,
+        trace: bool = False,
+    ) -> None:
+        if not isinstance(exe, Executable):
+            raise HetvmRuntimeError(f"VirtualMachine needs an Executable, got {type(exe).__name__}")
+        exe.validate()
+        self.exe = exe
+        self.poison = bool(poison)
+        self.trace = bool(trace)
+        self.exe_devices = self._resolve_devices(devices)
+        self._allocators: dict[Device, Allocator] = {}
+        for dev in self.exe_devices:
+            if dev not in self._allocators:
+                alloc = make_allocator(allocator, dev, poison=self.poison)
+                alloc.on_event = self._alloc_event
+                self._allocators[dev] = alloc
+        self.allocators_by_index = [self._allocators[d] for d in self.exe_devices]
+        self._events: list[dict] = []
+        self._where: tuple = (None, None)
+        self._depth = 0
+        self._builtins = Builtins(self)
+        self._consts: dict[tuple, NDArray] = {}
+        self._refs: dict[str, Callable] = {}
+        self._compiled: dict[str, CompiledFunction] = {}
+        self._by_file: dict[str, CompiledFunction] = {}
+        for name, func in exe.functions.items():
+            cf = compile_function(self, func)
+            self._compiled[name] = cf
+            self._by_file[cf.filename] = cf
+
+    # -- set-up --------------------------------------------------------------
+    def _resolve_devices(self, devices: Sequence[Device | str] | None) -> list[Device]:
+        wanted = self.exe.devices or [{"kind": "cpu", "index": 0}]
+        if devices is None:
+            try:
+                return [device(d["kind"], d["index"]) for d in wanted]
+            except HetvmError as exc:
+                raise HetvmRuntimeError(f"executable device list: {exc}") from None
+        if isinstance(devices, (Device, str)):
+            devices = [devices]
+        out = [d if isinstance(d, Device) else device(d) for d in devices]
+        if len(out) != len(wanted):
+            names = ", ".join(f"{d['kind']}:{d['index']}" for d in wanted)
+            raise HetvmRuntimeError(
+                f"the executable uses {len(wanted)} device(s) ({names}), "
+                f"but {len(out)} were given"
+            )
+        return out
+
+    def _device_of(self, index: int) -> Device:
+        return self.exe_devices[index]
+
+    def _constant_on(self, idx: int, dev_index: int | None) -> NDArray:
+        key = (idx, dev_index)
+        arr = self._consts.get(key)
+        if arr is None:
+            dev = self.exe_devices[dev_index] if dev_index is not None else device("cpu", 0)
+            arr = nd_array(np.asarray(self.exe.constants[idx]), dev)
+            arr._killable = False
+            self._consts[key] = arr
+        return arr
+
+    def _function_ref(self, name: str) -> Callable:
+        ref = self._refs.get(name)
+        if ref is None:
+
+            def ref(*args: Any, _name: str = name) -> Any:
+                return self._enter(_name, args, False)
+
+            self._refs[name] = ref
+        return ref
+
+    def _global_ref(self, name: str) -> Callable:
+        def call(*args: Any) -> Any:
+            out = get_global_func(name)(*args)
+            if isinstance(out, np.ndarray):
+                out = nd_array(out)
+            return out
+
+        return call
+
+    # -- calling -------------------------------------------------------------
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        if name not in self._compiled:
+            raise HetvmRuntimeError(self._no_function(name))
+        return functools.partial(self.invoke, name)
+
+    def _no_function(self, name: str) -> str:
+        return f"the executable has no function '{name}' (has: {', '.join(self._compiled)})"
+
+    def invoke(self, name: str, *args: Any) -> Any:
+        """Runs function ``name``; NumPy inputs go to the parameters' devices."""
+        if name not in self._compiled:
+            raise HetvmRuntimeError(self._no_function(name))
+        outer = self._depth == 0
+        marks = {}
+        if outer:
+            for dev, alloc in self._allocators.items():
+                alloc.reset_peak()
+                marks[dev] = alloc.serial
+            self._events.clear()
+        self._depth += 1
+        try:
+            out = self._enter(name, args, True)
+        except Exception as exc:
+            located = self._locate(exc)
+            if outer:
+                traceback.clear_frames(exc.__traceback__)
+                for dev, alloc in self._allocators.items():
+                    alloc.free_since(marks[dev])
+            if located is exc:
+                raise
+            raise located from exc
+        finally:
+            self._depth -= 1
+            self._where = (None, None)
+        _seal(out)
+        return out
+
+    def _enter(self, name: str, args: tuple, convert: bool) -> Any:
+        cf = self._compiled[name]
+        func = cf.func
+        if len(args) != len(func.params):
+            raise HetvmRuntimeError(
+                f"function '{name}' takes {len(func.params)} argument(s) "
+                f"({', '.join(func.params)}), given {len(args)}"
+            )
+        env: dict[str, int] = {}
+        binder = ShapeBinder(env, func.sym_bounds, name)
+        values = [
+            check_value(a, info, binder, f"parameter '{p}'", self._device_of, convert)
+            for a, info, p in zip(args, func.param_info, func.params)
+        ]
+        binder.finish()
+        return cf.fn(env, *values)
+
+    # -- memory --------------------------------------------------------------
+    def _kill(self, value: Any) -> None:
+        if value.__class__ is NDArray:
+            if value._killable and value._fin.alive:
+                if self.trace:
+                    self._event("kill", value.device, value.nbytes)
+                if self.poison:
+                    value._poison()
+                value.release()
+        elif value.__class__ is Storage:
+            if self.trace and value._fin.alive:
+                self._event("kill", value.device, value.nbytes)
+            value.release()
+
+    def _alloc_event(self, kind: str, dev: Device, nbytes: int) -> None:
+        if self.trace:
+            self._event(kind, dev, nbytes)
+
+    def _event(self, kind: str, dev: Device, nbytes: int, **extra: Any) -> None:
+        if self.trace:
+            alloc = self._allocators.get(dev)
+            self._events.append(
+                {
+                    "event": kind,
+                    "device": str(dev),
+                    "bytes": int(nbytes),
+                    "function": self._where[0],
+                    "pc": self._where[1],
+                    "bytes_in_use": alloc.bytes_in_use if alloc is not None else None,
+                    **extra,
+                }
+            )
+
+    def memory_report(self) -> dict[str, dict]:
+        """Per device: peak_bytes, bytes_in_use, pool_bytes, alloc_calls (last call)."""
+        return {str(dev): alloc.stats() for dev, alloc in self._allocators.items()}
+
+    @property
+    def events(self) -> list[dict]:
+        """The event trace of the last call (``trace=True``): alloc/free/copy/kill."""
+        return list(self._events)
+
+    def allocator(self, dev: Device | str | int) -> Allocator:
+        """The allocator of a device (a Device, "sim:1", or an executable index)."""
+        if isinstance(dev, int):
+            return self.allocators_by_index[dev]
+        return self._allocators[dev if isinstance(dev, Device) else device(dev)]
+
+    def release_pools(self) -> None:
+        """Returns every pooled block to its device."""
+        for alloc in self._allocators.values():
+            alloc.release_all()
+
+    def source(self, name: str) -> str:
+        """The generated Python source of a function (for debugging)."""
+        return self._compiled[name].source
+
+    # -- errors --------------------------------------------------------------
+    def _locate(self, exc: Exception) -> Exception:
+        """``exc`` with function/pc added, or a HetvmRuntimeError wrapping it."""
+        frames = []
+        tb = exc.__traceback__
+        while tb is not None:
+            cf = self._by_file.get(tb.tb_frame.f_code.co_filename)
+            if cf is not None:
+                frames.append((cf, cf.linemap.get(tb.tb_lineno), tb.tb_frame))
+            tb = tb.tb_next
+        if not frames or getattr(exc, "_hetvm_located", False):
+            return exc
+        cf, pc, frame = frames[-1]
+        ins = cf.func.instructions[pc] if pc is not None else None
+        where = f"function '{cf.func.name}', pc {pc}"
+        if ins is not None:
+            where += f": {format_instruction(ins)}"
+        chain = [f"'{c.func.name}' pc {p}" for c, p, _ in frames[:-1]]
+        if chain:
+            where += f" (called from {' <- '.join(reversed(chain))})"
+        if isinstance(exc, HetvmError):
+            if "function '" + cf.func.name + "', pc" not in str(exc):
+                exc.args = (f"{exc.args[0] if exc.args else exc} [in {where}]",) + exc.args[1:]
+            exc._hetvm_located = True  # type: ignore[attr-defined]
+            return exc
+        empty = []
+        if ins is not None:
+            for r in _registers_of(ins):
+                if frame.f_locals.get(f"r{r}", 0) is None:
+                    empty.append(f"r{r}")
+        if empty:
+            what = f"register {', '.join(dict.fromkeys(empty))} is empty (killed or never set)"
+        elif isinstance(ins, KernelCall):
+            what = f"kernel '{ins.op}' on {self.exe_devices[ins.device]} failed"
+        else:
+            what = "instruction failed"
+        out = HetvmRuntimeError(f"{what} in {where}: {type(exc).__name__}: {exc}")
+        out._hetvm_located = True  # type: ignore[attr-defined]
+        return out
+
+    def __repr__(self) -> str:
+        devs = ", ".join(str(d) for d in self.exe_devices)
+        return f"VirtualMachine(functions={list(self._compiled)}, devices=[{devs}])"
+
+
+def _seal(value: Any) -> None:
+    """Returned tensors belong to the caller: no later Kill may release them."""
+    if value.__class__ is NDArray:
+        value._killable = False
+    elif isinstance(value, tuple):
+        for v in value:
+            _seal(v)
+
