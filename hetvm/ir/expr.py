@@ -28,6 +28,7 @@ from .struct_info import (
     TupleStructInfo,
     definable_vars,
     erase_to_well_defined,
+    local_erase,
 )
 
 
@@ -315,7 +316,15 @@ class SeqExpr(Expr):
         if not isinstance(self.blocks, tuple):
             object.__setattr__(self, "blocks", tuple(self.blocks))
         if self.struct_info is None and self.body.struct_info is not None:
-            object.__setattr__(self, "struct_info", self.body.struct_info)
+            # symbolic vars this scope's match_casts define do not leave it
+            local = [
+                v
+                for block in self.blocks
+                for b in block.bindings
+                if isinstance(b, MatchCast)
+                for v in definable_vars(b.struct_info)
+            ]
+            object.__setattr__(self, "struct_info", local_erase(self.body.struct_info, local))
 
 
 @dataclass(frozen=True, slots=True, eq=False)

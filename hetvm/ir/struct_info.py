@@ -175,6 +175,36 @@ def definable_vars(sinfo: StructInfo | None) -> list[prim.PrimVar]:
     return list(out)
 
 
+def local_erase(sinfo: StructInfo, local: Iterable[prim.PrimVar]) -> StructInfo:
+    """``sinfo`` with every part that mentions one of the ``local`` vars made unknown.
+
+    A scope's result may not name the symbolic vars its own match_casts define.
+    """
+    drop = set(local)
+    if not drop:
+        return sinfo
+    mentioned: set[prim.PrimVar] = set()
+    _collect_vars(sinfo, mentioned)
+    if not mentioned & drop:
+        return sinfo
+    return erase_to_well_defined(sinfo, mentioned - drop)
+
+
+def _collect_vars(sinfo: StructInfo, out: set) -> None:
+    dims: Iterable[PrimExpr] = ()
+    if isinstance(sinfo, TensorStructInfo):
+        dims = sinfo.shape or ()
+    elif isinstance(sinfo, ShapeStructInfo):
+        dims = sinfo.values or ()
+    elif isinstance(sinfo, PrimStructInfo) and sinfo.value is not None:
+        dims = (sinfo.value,)
+    elif isinstance(sinfo, TupleStructInfo):
+        for f in sinfo.fields:
+            _collect_vars(f, out)
+    for d in dims:
+        out.update(prim.free_vars(d))
+
+
 def erase_to_well_defined(sinfo: StructInfo, defined: Iterable[prim.PrimVar]) -> StructInfo:
     """``sinfo`` with every part that mentions a var outside ``defined`` made unknown.
 

@@ -260,3 +260,22 @@ def test_builder_extends_an_existing_module():
         bb.emit_func_output(bb.emit(Call(GlobalVar("f"), [y])))
     assert set(bb.get().functions) == {"f", "main"} and set(mod.functions) == {"f"}
     assert isinstance(bb.get(), IRModule)
+
+
+def test_symbolic_vars_defined_in_a_branch_do_not_leave_it():
+    x = Var("x", struct_info=TensorStructInfo(ndim=1, dtype="float32"))
+    c = Var("c", struct_info=PrimStructInfo("bool"))
+    m = prim.PrimVar("m")
+    bb = BlockBuilder()
+    with bb.function("main", [x, c]):
+        bb.begin_scope()
+        y = bb.match_cast(x, TensorStructInfo((m,), "float32"))
+        then_seq = bb.end_scope(bb.emit(op.exp(y)))
+        bb.begin_scope()
+        else_seq = bb.end_scope(x)
+        r = bb.emit(If(c, then_seq, else_seq))
+        bb.emit_func_output(r)
+    assert then_seq.body.struct_info.shape == (m,)
+    assert then_seq.struct_info == TensorStructInfo(ndim=1, dtype="float32")
+    assert r.struct_info == TensorStructInfo(ndim=1, dtype="float32")
+    check_well_formed(bb.get())
