@@ -1,0 +1,206 @@
+"""Offset packing: place buffers with lifetimes in one arena, as small as we can.
+
+This is the dynamic storage allocation problem (NP-hard), so we run several
+greedy strategies and keep the smallest arena:
+
+* order by size (largest first), by lifetime start, by duration, by
+  size x duration, by conflict weight;
+* for each order, place a buffer in the best-fitting gap between the buffers
+  already placed that it conflicts with (time overlap), or in the first gap,
+  or on top.
+
+``max_live_bytes`` gives the lower bound every packing must meet (the most
+bytes live at one position); a strategy that reaches it stops the search.
+Offsets are multiples of ``alignment``; the arena is the highest end.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from .lifetimes import Interval
+
+__all__ = ["Buffer", "PackResult", "pack", "max_live_bytes", "conflict_lists", "align_up"]
+
+DEFAULT_ALIGNMENT = 64
+
+
+def align_up(n: int, alignment: int) -> int:
+    return -(-n // alignment) * alignment
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One tensor to place: ``size`` bytes live over ``intervals`` (inclusive)."""
+
+    key: int
+    size: int
+    intervals: tuple[Interval, ...]
+
+    @property
+    def start(self) -> int:
+        return self.intervals[0][0] if self.intervals else 0
+
+    @property
+    def duration(self) -> int:
+        return sum(hi - lo + 1 for lo, hi in self.intervals)
+
+
+@dataclass(frozen=True)
+class PackResult:
+    """Offsets by buffer key, the arena size, and which strategy won."""
+
+    offsets: dict[int, int]
+    total: int
+    strategy: str
+
+
+def max_live_bytes(buffers: Sequence[Buffer]) -> int:
+    """The most bytes live at any one position (a lower bound on any packing)."""
+    events: dict[int, int] = {}
+    for b in buffers:
+        for lo, hi in b.intervals:
+            events[lo] = events.get(lo, 0) + b.size
+            events[hi + 1] = events.get(hi + 1, 0) - b.size
+    live = best = 0
+    for pos in sorted(events):
+        live += events[pos]
+        best = max(best, live)
+    return best
+
+
+def conflict_lists(buffers: Sequence[Buffer]) -> list[list[int]]:
+    """For each buffer (by index), the indices of buffers live at a common position."""
+    items: list[tuple[int, int, int]] = []
+    for i, b in enumerate(buffers):
+        for lo, hi in b.intervals:
+            items.append((lo, hi, i))
+    items.sort()
+    pairs: list[set[int]] = [set() for _ in buffers]
+    active: dict[int, int] = {}  # interval id -> buffer index
+    ends: list[tuple[int, int]] = []  # heap of (end, interval id)
+    for iid, (lo, hi, i) in enumerate(items):
+        while ends and ends[0][0] < lo:
+            _, old = heapq.heappop(ends)
+            active.pop(old, None)
+        for j in active.values():
+            if j != i:
+                pairs[i].add(j)
+                pairs[j].add(i)
+        active[iid] = i
+        heapq.heappush(ends, (hi, iid))
+    return [sorted(p) for p in pairs]
+
+
+def _place(
+    fp: int, neighbours: list[tuple[int, int]], best_fit: bool
+) -> int:
+    """Offset for a footprint ``fp`` among occupied (offset, end) ranges."""
+    neighbours.sort()
+    cursor = 0
+    best_off = -1
+    best_gap = -1
+    for off, end in neighbours:
+        if end <= off:  # empty buffer occupies nothing
+            continue
+        if off - cursor >= fp:
+            gap = off - cursor
+            if not best_fit:
+                return cursor
+            if best_off < 0 or gap < best_gap:
+                best_off, best_gap = cursor, gap
+        cursor = max(cursor, end)
+    return best_off if best_off >= 0 else cursor
+
+
+def _greedy(
+    buffers: Sequence[Buffer],
+    conflicts: list[list[int]],
+    order: list[int],
+    footprints: list[int],
+    best_fit: bool,
+    stop_above: int | None = None,
+) -> tuple[list[int], int] | None:
+    offsets = [-1] * len(buffers)
+    total = 0
+    for i in order:
+        occupied = [
+            (offsets[j], offsets[j] + footprints[j]) for j in conflicts[i] if offsets[j] >= 0
+        ]
+        off = _place(footprints[i], occupied, best_fit)
+        offsets[i] = off
+        end = off + buffers[i].size
+        if end > total:
+            total = end
+            if stop_above is not None and total >= stop_above:
+                return None
+    return offsets, total
+
+
+def _orders(buffers: Sequence[Buffer], conflicts: list[list[int]]) -> list[tuple[str, list[int]]]:
+    idx = range(len(buffers))
+    weight = [sum(buffers[j].size for j in conflicts[i]) + buffers[i].size for i in idx]
+    keys: list[tuple[str, Callable[[int], tuple]]] = [
+        ("size", lambda i: (-buffers[i].size, buffers[i].start, i)),
+        ("start", lambda i: (buffers[i].start, -buffers[i].size, i)),
+        ("duration", lambda i: (-buffers[i].duration, -buffers[i].size, i)),
+        ("area", lambda i: (-buffers[i].size * buffers[i].duration, buffers[i].start, i)),
+        ("conflict", lambda i: (-weight[i], -buffers[i].size, i)),
+    ]
+    return [(name, sorted(idx, key=key)) for name, key in keys]
+
+
+def pack(
+    buffers: Sequence[Buffer],
+    alignment: int = DEFAULT_ALIGNMENT,
+    *,
+    search_iterations: int | None = None,
+    seed: int = 0,
+) -> PackResult:
+    """Places every buffer; returns the smallest arena the strategies found.
+
+    ``search_iterations`` bounds a seeded random search (perturbed size order)
+    run after the greedy strategies when they miss the lower bound; by default
+    it scales down with the number of buffers so large programs stay fast.
+    """
+    if not buffers:
+        return PackResult({}, 0, "empty")
+    footprints = [align_up(b.size, alignment) for b in buffers]
+    conflicts = conflict_lists(buffers)
+    lower = max_live_bytes(buffers)
+    best: tuple[list[int], int] | None = None
+    best_name = ""
+    strategies = _orders(buffers, conflicts)
+    if len(buffers) > 4000:  # large programs: the two strongest orders only
+        strategies = strategies[:2]
+    for name, order in strategies:
+        for best_fit in (True, False):
+            got = _greedy(buffers, conflicts, order, footprints, best_fit, None if best is None else best[1])
+            if got is not None and (best is None or got[1] < best[1]):
+                best, best_name = got, f"{name}/{'best-fit' if best_fit else 'first-fit'}"
+            if best is not None and best[1] <= lower:
+                break
+        if best is not None and best[1] <= lower:
+            break
+    assert best is not None
+    iterations = search_iterations
+    if iterations is None:
+        iterations = max(0, min(300, 60_000 // max(1, len(buffers))))
+    if best[1] > lower and iterations:
+        rng = random.Random(seed)
+        base = dict(strategies)["size"]
+        for _ in range(iterations):
+            noisy = sorted(
+                base, key=lambda i: (-buffers[i].size * rng.uniform(0.7, 1.3), buffers[i].start)
+            )
+            for best_fit in (True, False):
+                got = _greedy(buffers, conflicts, noisy, footprints, best_fit, best[1])
+                if got is not None and got[1] < best[1]:
+                    best, best_name = got, "search"
+            if best[1] <= lower:
+                break
+    offsets, total = best
+    return PackResult({b.key: offsets[i] for i, b in enumerate(buffers)}, total, best_name)

@@ -1,0 +1,302 @@
+"""StaticPlanBlockMemory: pack a function's allocations into per-device arenas.
+
+Input is the IR after CallTIRRewrite: ``lv = R.builtin.alloc_tensor(shape,
+dtype, dev)`` bindings. Each plannable one becomes
+
+    arena = R.memory.alloc_storage(R.shape([nbytes]), dev, scope, "uint8")   # at the top
+    lv = R.memory.alloc_tensor(arena, offset, shape, dtype)
+
+with one arena per (device, memory scope) and function. Where TVM gives each
+tensor a whole storage token reused only for the same dtype and a similar size,
+hetvm places tensors at byte offsets, so tensors of any dtype share bytes
+whenever their lifetimes (see ``memory_planning.lifetimes``) are disjoint;
+several packing orders are tried and the smallest arena kept.
+
+Left as ``builtin.alloc_tensor`` (LowerAllocTensor gives each its own
+storage): tensors the function returns (they outlive the call; unless
+``plan_outputs=True``, which keeps the whole arena alive as long as an output
+is) and symbolic shapes without a declared upper bound. A function that
+already holds planned storage is left alone, so running the pass twice gives
+the same module as running it once.
+
+The plan's facts (sizes, lower bound, offsets, what was left out and why) go to
+``mod.attrs["memory_plan"]`` as plain JSON-able data; see
+``hetvm.analysis.memory_plan.memory_plan_report``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import MemoryPlanError
+from ..ir import expr as E
+from ..ir import prim as P
+from ..ir.module import IRModule
+from .lower_alloc_tensor import alloc_storage_call, alloc_tensor_from_storage
+from .memory_planning.lifetimes import analyze_lifetimes
+from .memory_planning.packing import DEFAULT_ALIGNMENT, Buffer, max_live_bytes, pack
+from .memory_planning.sizes import declared_upper_bounds, tensor_nbytes
+from .pass_infra import Pass, PassContext
+
+__all__ = ["StaticPlanBlockMemory", "PLAN_ATTR", "plan_function"]
+
+PLAN_ATTR = "memory_plan"
+PLAN_VERSION = 1
+ALLOC_OP = "builtin.alloc_tensor"
+PLANNED_OPS = frozenset({"memory.alloc_storage", "memory.alloc_tensor"})
+
+
+def _op_name(value: Any) -> str | None:
+    if isinstance(value, E.Call) and isinstance(value.op, E.Op):
+        return value.op.name
+    return None
+
+
+def is_unplanned_alloc(binding: E.Binding) -> bool:
+    """A ``builtin.alloc_tensor`` binding (what this pass plans)."""
+    return isinstance(binding, E.VarBinding) and _op_name(binding.value) == ALLOC_OP
+
+
+def _already_planned(seq: E.SeqExpr) -> bool:
+    for block in seq.blocks:
+        for b in block.bindings:
+            value = b.value  # type: ignore[attr-defined]
+            if _op_name(value) in PLANNED_OPS:
+                return True
+            if isinstance(value, E.If) and (
+                _already_planned(value.true_branch) or _already_planned(value.false_branch)
+            ):
+                return True
+    return False
+
+
+@dataclass
+class _Site:
+    """One allocation: where it goes and how big it is."""
+
+    var: E.Var
+    call: E.Call
+    device: int
+    scope: str
+    nbytes: int | None
+    exact: bool
+
+
+def _site(var: E.Var, call: E.Call, mod: IRModule, fname: str) -> tuple[int, str]:
+    dev_arg = call.args[2] if len(call.args) > 2 else None
+    dev = P.const_value(dev_arg.value) if isinstance(dev_arg, E.PrimValue) else None
+    if dev is None:
+        raise MemoryPlanError(
+            f"function {fname}: allocation '{var.name_hint}' has no constant device index"
+        )
+    vdevs = mod.vdevices
+    if vdevs and not 0 <= dev < len(vdevs):
+        raise MemoryPlanError(
+            f"function {fname}: allocation '{var.name_hint}' is on device index {dev}, but the "
+            f"module declares {len(vdevs)} vdevice(s)"
+        )
+    if not vdevs and dev != 0:
+        raise MemoryPlanError(
+            f"function {fname}: allocation '{var.name_hint}' is on device index {dev}, but the "
+            "module declares no vdevices (only index 0 exists)"
+        )
+    scope = vdevs[dev].memory_scope if vdevs else "global"
+    if len(call.args) > 3 and isinstance(call.args[3], E.StringImm):
+        scope = call.args[3].value
+    return dev, scope
+
+
+def _names_in(func: E.Function) -> set[str]:
+    names = {p.name_hint for p in func.params}
+
+    def walk(seq: E.SeqExpr) -> None:
+        for block in seq.blocks:
+            for b in block.bindings:
+                names.add(b.var.name_hint)
+                value = b.value  # type: ignore[attr-defined]
+                if isinstance(value, E.If):
+                    walk(value.true_branch)
+                    walk(value.false_branch)
+
+    walk(func.body)
+    return names
+
+
+def _unique(hint: str, used: set[str]) -> str:
+    name, n = hint, 0
+    while name in used:
+        n += 1
+        name = f"{hint}{n}"
+    used.add(name)
+    return name
+
+
+def _rewrite_seq(seq: E.SeqExpr, planned: dict[E.Var, tuple[E.Var, int]]) -> E.SeqExpr:
+    changed = False
+    blocks = []
+    for block in seq.blocks:
+        bindings = []
+        block_changed = False
+        for b in block.bindings:
+            value = b.value  # type: ignore[attr-defined]
+            if b.var in planned and is_unplanned_alloc(b):
+                arena, offset = planned[b.var]
+                new_value = alloc_tensor_from_storage(arena, offset, b.var.struct_info)  # type: ignore[arg-type]
+                b = E.VarBinding(b.var, new_value, span=b.span)
+                block_changed = True
+            elif isinstance(value, E.If):
+                tb = _rewrite_seq(value.true_branch, planned)
+                fb = _rewrite_seq(value.false_branch, planned)
+                if tb is not value.true_branch or fb is not value.false_branch:
+                    new_if = E.If(value.cond, tb, fb, struct_info=value.struct_info, span=value.span)
+                    b = E.replace(b, value=new_if)
+                    block_changed = True
+            bindings.append(b)
+        if block_changed:
+            block = type(block)(tuple(bindings), span=block.span)
+            changed = True
+        blocks.append(block)
+    if not changed:
+        return seq
+    return E.SeqExpr(tuple(blocks), seq.body, struct_info=seq.struct_info, span=seq.span)
+
+
+def plan_function(
+    name: str,
+    func: E.Function,
+    mod: IRModule,
+    *,
+    plan_outputs: bool = False,
+    alignment: int = DEFAULT_ALIGNMENT,
+) -> tuple[E.Function, dict[str, Any]]:
+    """The planned function and its plan facts (JSON-able)."""
+    bounds = declared_upper_bounds(func, name)
+    life = analyze_lifetimes(func, is_unplanned_alloc)
+    last = max(life.num_positions - 1, 0)
+    sites: list[_Site] = []
+    unplanned: list[dict[str, Any]] = []
+    groups: dict[tuple[int, str], list[_Site]] = {}
+    devices: dict[int, str] = {}
+    for var in life.roots:
+        call = life.binding_of[var].value  # type: ignore[attr-defined]
+        dev, scope = _site(var, call, mod, name)
+        size = tensor_nbytes(call, bounds)
+        devices.setdefault(dev, scope)
+        site = _Site(var, call, dev, scope, size.nbytes, size.exact)
+        reason = None
+        if var in life.escaping and not plan_outputs:
+            reason = "returned"
+        elif size.nbytes is None:
+            reason = "unbounded shape"
+        if reason is not None:
+            unplanned.append(
+                {"name": var.name_hint, "device": dev, "reason": reason, "nbytes": size.nbytes}
+            )
+            continue
+        sites.append(site)
+        groups.setdefault((dev, scope), []).append(site)
+
+    used_names = _names_in(func)
+    arena_bindings: list[E.Binding] = []
+    placement: dict[E.Var, tuple[E.Var, int]] = {}
+    device_facts: dict[str, dict[str, Any]] = {
+        str(d): {
+            "memory_scope": s,
+            "planned_bytes": 0,
+            "lower_bound_bytes": 0,
+            "no_reuse_bytes": 0,
+            "num_planned": 0,
+            "arenas": [],
+        }
+        for d, s in sorted(devices.items())
+    }
+    tensor_facts: list[dict[str, Any]] = []
+    for (dev, scope), members in sorted(groups.items()):
+        buffers = []
+        for i, site in enumerate(members):
+            intervals = life.intervals[site.var]
+            if site.var in life.escaping:  # plan_outputs: outputs live to the end and beyond
+                intervals = ((intervals[0][0], last),)
+            buffers.append(Buffer(i, site.nbytes, intervals))  # type: ignore[arg-type]
+        result = pack(buffers, alignment)
+        hint = "arena" if len(groups) == 1 else f"arena_d{dev}" + ("" if scope == "global" else f"_{scope}")
+        arena = E.Var(_unique(hint, used_names), struct_info=_OBJECT)
+        arena_bindings.append(
+            E.VarBinding(arena, alloc_storage_call(result.total, E.PrimValue(dev), scope, "uint8"))
+        )
+        for i, site in enumerate(members):
+            placement[site.var] = (arena, result.offsets[i])
+            tensor_facts.append(
+                {
+                    "name": site.var.name_hint,
+                    "device": dev,
+                    "offset": result.offsets[i],
+                    "nbytes": site.nbytes,
+                    "exact": site.exact,
+                }
+            )
+        lower = max_live_bytes(buffers)
+        facts = device_facts[str(dev)]
+        facts["planned_bytes"] += result.total
+        facts["lower_bound_bytes"] += lower
+        facts["no_reuse_bytes"] += sum(b.size for b in buffers)
+        facts["num_planned"] += len(members)
+        facts["arenas"].append(
+            {"var": arena.name_hint, "memory_scope": scope, "nbytes": result.total,
+             "lower_bound_bytes": lower, "strategy": result.strategy}
+        )
+    fn_facts = {
+        "outputs_in_plan": plan_outputs,
+        "alignment": alignment,
+        "devices": device_facts,
+        "tensors": tensor_facts,
+        "unplanned": unplanned,
+    }
+    if not placement:
+        return func, fn_facts
+    body = _rewrite_seq(func.body, placement)
+    blocks = (E.BindingBlock(tuple(arena_bindings)),) + tuple(body.blocks)
+    body = E.SeqExpr(blocks, body.body, struct_info=body.struct_info, span=body.span)
+    return E.replace(func, body=body), fn_facts
+
+
+_OBJECT = E.ObjectStructInfo()
+
+
+class StaticPlanBlockMemory(Pass):
+    """Packs each function's allocations into one arena per device and scope.
+
+    ``plan_outputs``: also place returned tensors in the arena (TVM and the
+    default keep them outside, so an output does not pin the whole arena).
+    ``alignment``: byte alignment of every offset.
+    """
+
+    def __init__(self, plan_outputs: bool = False, alignment: int = DEFAULT_ALIGNMENT) -> None:
+        super().__init__("StaticPlanBlockMemory")
+        if alignment <= 0:
+            raise MemoryPlanError(f"StaticPlanBlockMemory: alignment must be positive, got {alignment}")
+        self.plan_outputs = plan_outputs
+        self.alignment = alignment
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        old = mod.attrs.get(PLAN_ATTR) or {}
+        old_funcs = old.get("functions", {}) if isinstance(old, dict) else {}
+        funcs: dict[str, E.Function] = {}
+        facts: dict[str, Any] = {}
+        changed = False
+        for name, func in mod.functions.items():
+            if _already_planned(func.body) and name in old_funcs:
+                funcs[name], facts[name] = func, old_funcs[name]
+                continue
+            new, fn_facts = plan_function(
+                name, func, mod, plan_outputs=self.plan_outputs, alignment=self.alignment
+            )
+            changed |= new is not func
+            funcs[name], facts[name] = new, fn_facts
+        plan = {"version": PLAN_VERSION, "functions": facts}
+        if not changed and old == plan:
+            return mod
+        out = mod.with_functions(funcs)
+        out.attrs[PLAN_ATTR] = plan
+        return out
