@@ -329,9 +329,8 @@ def _abs(ins, attrs, opset):
 def _variadic(fn: Callable[[Any, Any], Any]) -> Folder:
     def fold(ins, attrs, opset):
         vals = [i for i in ins if i is not None]
-        if any(isinstance(v, SymArray) for v in vals) and fn is not np.add:
-            if any(isinstance(v, SymArray) for v in vals):
-                raise _NotFoldable("min/max of symbolic shape values")
+        if fn is not np.add and any(isinstance(v, SymArray) for v in vals):
+            raise _NotFoldable("min/max of symbolic shape values")
         out = _raw(vals[0])
         for v in vals[1:]:
             out = fn(out, _raw(v))
