@@ -130,3 +130,20 @@ def test_wrong_input_shape_names_parameter():
     vm = hetvm.VirtualMachine(exe)
     with pytest.raises(hetvm.HetvmError, match="x"):
         vm["main"](np.ones((3, 3), F32))
+
+
+def test_views_and_tuple_fields_survive_kills_with_poison():
+    x = Var("x", struct_info=TensorStructInfo((4, 8), F32))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(op.exp(x))
+            parts = bb.emit(op.split(a, 2, axis=1))
+            first = bb.emit(TupleGetItem(parts, 0))
+            r = bb.emit(op.reshape(first, (8, 2)))
+            out = bb.emit_output(op.multiply(r, r))
+        bb.emit_func_output(out)
+    xv = np.linspace(-1, 1, 32, dtype=F32).reshape(4, 8)
+    _, out = _run(bb.get(), xv, poison=True)
+    expected = np.exp(xv)[:, :4].reshape(8, 2) ** 2
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6)

@@ -115,3 +115,15 @@ class Builtins:
 
     def identity(self, x: Any) -> Any:
         return x
+
+    def reshape(self, src: Any, shape: Any) -> NDArray:
+        """A view of ``src`` with another shape, sharing its bytes (no copy)."""
+        if not isinstance(src, NDArray) or not src.alive:
+            raise HetvmRuntimeError(f"reshape needs a live tensor, got {type(src).__name__}")
+        dims = [int(d) for d in shape]
+        if dims.count(-1) == 1:
+            known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+            dims[dims.index(-1)] = int(src._data.size) // max(known, 1)
+        if int(np.prod(dims, dtype=np.int64)) != int(src._data.size):
+            raise HetvmRuntimeError(f"cannot reshape a tensor of shape {src.shape} to {tuple(dims)}")
+        return view(src.allocation, src.offset, tuple(dims), src.dtype)

@@ -28,6 +28,7 @@ Builtins (``Call(dst, "vm.builtin.<name>", args)``), arguments in this order:
 ``read_cond(x)``                                             bool of a host scalar tensor or a prim
 ``null_value()``                                             None
 ``identity(x)``                                              x (register move)
+``reshape(src, shape)``                                      a view of ``src`` sharing its bytes
 ===========================================================  ====================================
 
 ``size``/``shape`` arguments may be immediates (evaluated with the call's
@@ -87,6 +88,7 @@ BUILTINS = (
     "read_cond",
     "null_value",
     "identity",
+    "reshape",
 )
 PRIM_OPS = ("add", "sub", "mul", "floordiv", "floormod", "min", "max")
 PARAM_KINDS = ("tensor", "shape", "prim", "tuple", "object")

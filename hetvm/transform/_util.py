@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..ir import expr as E
+from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..ir.op_registry import op_info
 
@@ -13,7 +14,8 @@ def is_pure(expr: E.Expr, mod: IRModule | None = None) -> bool:
         if isinstance(expr.op, E.Op):
             return op_info(expr.op).pure
         if isinstance(expr.op, E.ExternFunc):
-            return False
+            sinfo = expr.op.struct_info
+            return isinstance(sinfo, S.FuncStructInfo) and sinfo.purity
         if isinstance(expr.op, E.GlobalVar) and mod is not None and expr.op.name_hint in mod:
             return mod[expr.op.name_hint].is_pure
         return False

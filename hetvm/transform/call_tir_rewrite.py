@@ -98,4 +98,9 @@ class CallTIRRewrite(FunctionPass):
         super().__init__("CallTIRRewrite")
 
     def transform_function(self, func: E.Function, mod: IRModule, ctx: PassContext) -> E.Function:
-        return _Rewriter(mod).visit_expr(func)  # type: ignore[return-value]
+        new = _Rewriter(mod).visit_expr(func)
+        if new is not func and func.is_pure and not func.attrs.get("relax.force_pure"):
+            # explicit allocation is impure; like TVM, the function stays pure to its
+            # callers and says so with relax.force_pure
+            new = E.replace(new, attrs=func.attrs.with_(**{"relax.force_pure": True}))
+        return new  # type: ignore[return-value]

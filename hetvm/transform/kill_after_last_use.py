@@ -89,6 +89,20 @@ class _FunctionFacts:
             return var
         return var
 
+    def expand_tuple_uses(self, uses: list[E.Var]) -> list[E.Var]:
+        """Uses plus, for a literal tuple, its fields (reading a tuple reads them)."""
+        out: list[E.Var] = []
+        stack = list(reversed(uses))
+        seen: set[E.Var] = set()
+        while stack:
+            v = stack.pop()
+            out.append(v)
+            value = self.value_of.get(v)
+            if isinstance(value, E.Tuple) and v not in seen:
+                seen.add(v)
+                stack.extend(f for f in reversed(value.fields) if isinstance(f, E.Var))
+        return out
+
     def _mark_outputs(self, expr: E.Expr, out: set[E.Var]) -> None:
         """Everything the result refers to, through tuples and aliases."""
         stack = [expr]
@@ -141,7 +155,7 @@ def _process_seq(seq: E.SeqExpr, facts: _FunctionFacts, branch_outputs: set[E.Va
     last_use: dict[E.Var, int] = {}
     aliases: dict[E.Var, list[E.Var]] = {}
     for pos, (_, b) in enumerate(flat):
-        for v in uses_of(b.value):  # type: ignore[attr-defined]
+        for v in facts.expand_tuple_uses(uses_of(b.value)):  # type: ignore[attr-defined]
             root = facts.root(v)
             if root in defined:
                 last_use[root] = pos

@@ -22,6 +22,10 @@ from .pass_infra import FunctionPass, PassContext
 KERNEL_PREFIX = "kernel."
 RESHAPE_BUILTIN = "vm.builtin.reshape"
 VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
+# a view allocates nothing and writes nothing: a pure packed function
+PURE_RESHAPE = E.ExternFunc(
+    RESHAPE_BUILTIN, struct_info=S.FuncStructInfo(None, S.ObjectStructInfo(), purity=True)
+)
 
 
 def kernel_name(op_name: str) -> str:
@@ -60,7 +64,7 @@ class _Legalizer(ExprMutator):
         if name in VIEW_OPS:
             assert isinstance(sinfo, S.TensorStructInfo) and sinfo.shape is not None
             return E.Call(
-                E.ExternFunc(RESHAPE_BUILTIN),
+                PURE_RESHAPE,
                 (call.args[0], E.ShapeExpr(sinfo.shape)),
                 sinfo_args=(sinfo,),
                 struct_info=sinfo,

@@ -1,0 +1,358 @@
+"""Predict the runtime allocator's peak by simulating a lowered function.
+
+Why simulate rather than sum arenas: what the allocator sees depends on when
+storage is *returned*, and that is reference counting (``hetvm.runtime.memory``):
+a storage block goes back when its ``Storage`` is killed (or dropped) **and**
+every tensor carved from it has been killed (or dropped). Returned tensors
+stay alive; tensors referenced only by a register are dropped when the
+function returns; a tuple keeps its fields alive. This module replays the
+lowered IR (after LowerAllocTensor and KillAfterLastUse) with the same
+register discipline as ``hetvm.backend.vm_codegen`` and counts bytes per
+device.
+
+Model (what the VM must match for ``vm.memory_report()`` to equal the plan):
+* ``memory.alloc_storage`` / ``vm.alloc_storage`` / ``builtin.alloc_tensor`` /
+  ``to_vdevice`` / ``copy_to`` without a destination allocate;
+  ``memory.alloc_tensor`` and ``vm.builtin.reshape`` only add a reference;
+* ``Kill`` of a register holding a tensor or storage releases that object at
+  once (idempotent) and clears the register; ``Kill`` of anything else only
+  clears the register;
+* an object whose last reference (register, tuple field) goes away is
+  released; a function's registers go away when it returns;
+* parameters come from the caller and are not counted; calls of module
+  functions are simulated inside the caller (their peak is part of it).
+
+Both branches of every ``If`` are explored (paths enumerated, up to a cap); the
+prediction is the largest peak over paths. Symbolic sizes count at their
+declared upper bound (then the prediction is an upper bound, ``exact`` False);
+an unbounded one makes the device's prediction ``None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...ir import expr as E
+from ...ir import prim as P
+from ...ir.module import IRModule
+from .._devices import sinfo_device_index
+from ..legalize_ops import KERNEL_PREFIX, RESHAPE_BUILTIN
+from .sizes import SizeBound, declared_upper_bounds, shape_nbytes
+
+__all__ = ["PeakPrediction", "predict_peak"]
+
+MAX_PATHS = 256
+MAX_DEPTH = 64
+COPY_BUILTIN = "vm.builtin.copy_to"
+KILL_OPS = frozenset({"memory.kill_tensor", "memory.kill_storage", "vm.kill_object"})
+
+
+@dataclass
+class PeakPrediction:
+    """Per device index: peak bytes (None when unbounded), and whether exact."""
+
+    peak: dict[int, int | None] = field(default_factory=dict)
+    exact: dict[int, bool] = field(default_factory=dict)
+    paths: int = 0
+    complete: bool = True
+
+
+class _Unpredictable(Exception):
+    pass
+
+
+class _Block:
+    __slots__ = ("nbytes", "device", "refs")
+
+    def __init__(self, nbytes: int, device: int) -> None:
+        self.nbytes = nbytes
+        self.device = device
+        self.refs = 0
+
+
+class _Obj:
+    __slots__ = ("refs",)
+
+    def __init__(self) -> None:
+        self.refs = 0
+
+
+class _Owner(_Obj):
+    """A tensor or a storage: holds one reference to its block until released."""
+
+    __slots__ = ("block", "released", "nbytes")
+
+    def __init__(self, block: _Block | None, nbytes: int = 0) -> None:
+        super().__init__()
+        self.block = block
+        self.released = block is None
+        self.nbytes = nbytes
+        if block is not None:
+            block.refs += 1
+
+
+class _TupleObj(_Obj):
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: list[_Obj]) -> None:
+        super().__init__()
+        self.fields = fields
+        for f in fields:
+            f.refs += 1
+
+
+OPAQUE = _Obj()  # shared stand-in for values that hold no device memory
+OPAQUE.refs = 1 << 60
+
+
+class _Frame:
+    def __init__(self) -> None:
+        self.regs: dict[int, _Obj] = {}
+        self.reg_of: dict[E.Var, Any] = {}  # var -> register id (int) or an object
+
+
+class _Machine:
+    def __init__(self, mod: IRModule, choices: list[bool]) -> None:
+        self.mod = mod
+        self.choices = choices
+        self.taken: list[bool] = []
+        self.in_use: dict[int, int] = {}
+        self.peak: dict[int, int | None] = {}
+        self.exact: dict[int, bool] = {}
+        self.next_reg = 0
+        self.depth = 0
+
+    # -- memory ---------------------------------------------------------------
+    def _alloc(self, device: int, size: SizeBound) -> _Block:
+        self.in_use.setdefault(device, 0)
+        self.peak.setdefault(device, 0)
+        self.exact.setdefault(device, True)
+        if size.nbytes is None:
+            self.peak[device] = None
+            self.exact[device] = False
+            block = _Block(0, device)
+            return block
+        if not size.exact:
+            self.exact[device] = False
+        block = _Block(size.nbytes, device)
+        self.in_use[device] += size.nbytes
+        if self.peak[device] is not None and self.in_use[device] > self.peak[device]:  # type: ignore[operator]
+            self.peak[device] = self.in_use[device]
+        return block
+
+    def _release(self, obj: _Obj) -> None:
+        if isinstance(obj, _Owner) and not obj.released:
+            obj.released = True
+            block = obj.block
+            assert block is not None
+            block.refs -= 1
+            if block.refs == 0:
+                self.in_use[block.device] -= block.nbytes
+
+    def _incref(self, obj: _Obj) -> None:
+        obj.refs += 1
+
+    def _decref(self, obj: _Obj) -> None:
+        obj.refs -= 1
+        if obj.refs == 0:
+            if isinstance(obj, _TupleObj):
+                for f in obj.fields:
+                    self._decref(f)
+            else:
+                self._release(obj)
+
+    # -- registers --------------------------------------------------------------
+    def _new_reg(self, frame: _Frame, obj: _Obj, var: E.Var | None = None) -> int:
+        reg = self.next_reg
+        self.next_reg += 1
+        frame.regs[reg] = obj
+        self._incref(obj)
+        if var is not None:
+            frame.reg_of[var] = reg
+        return reg
+
+    def _arg(self, frame: _Frame, expr: E.Expr) -> _Obj:
+        if isinstance(expr, E.Var):
+            ref = frame.reg_of.get(expr)
+            if isinstance(ref, int):
+                return frame.regs.get(ref, OPAQUE)
+            return ref if isinstance(ref, _Obj) else OPAQUE
+        if isinstance(expr, E.Tuple):
+            tup = _TupleObj([self._arg(frame, f) for f in expr.fields])
+            self._new_reg(frame, tup)
+            return tup
+        return OPAQUE
+
+    # -- execution ----------------------------------------------------------------
+    def run_function(self, name: str, args: list[_Obj]) -> _Obj:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _Unpredictable(f"call depth over {MAX_DEPTH} (recursion?) at '{name}'")
+        func = self.mod[name]
+        bounds = declared_upper_bounds(func, name)
+        frame = _Frame()
+        for p, a in zip(func.params, args):
+            self._new_reg(frame, a, p)
+        out = self._seq(frame, func.body, bounds)
+        self._incref(out)  # now held by the caller
+        for obj in list(frame.regs.values()):
+            self._decref(obj)
+        frame.regs.clear()
+        self.depth -= 1
+        return out
+
+    def _seq(self, frame: _Frame, seq: E.SeqExpr, bounds: dict[str, int]) -> _Obj:
+        for block in seq.blocks:
+            for b in block.bindings:
+                self._binding(frame, b, bounds)
+        return self._arg(frame, seq.body)
+
+    def _binding(self, frame: _Frame, b: E.Binding, bounds: dict[str, int]) -> None:
+        value = b.value  # type: ignore[attr-defined]
+        var = b.var
+        if isinstance(b, E.MatchCast):
+            self._new_reg(frame, self._arg(frame, value), var)
+            return
+        if isinstance(value, E.Var):
+            frame.reg_of[var] = frame.reg_of.get(value, OPAQUE)
+            return
+        if isinstance(value, (E.Constant, E.PrimValue, E.StringImm, E.DataTypeImm, E.GlobalVar, E.ShapeExpr)):
+            frame.reg_of[var] = OPAQUE
+            return
+        if isinstance(value, E.Tuple):
+            self._new_reg(frame, _TupleObj([self._arg(frame, f) for f in value.fields]), var)
+            return
+        if isinstance(value, E.TupleGetItem):
+            tup = self._arg(frame, value.tuple_value)
+            item = tup.fields[value.index] if isinstance(tup, _TupleObj) else OPAQUE
+            self._new_reg(frame, item, var)
+            return
+        if isinstance(value, E.If):
+            self._arg(frame, value.cond)
+            pos = len(self.taken)
+            take_true = self.choices[pos] if pos < len(self.choices) else True
+            self.taken.append(take_true)
+            branch = value.true_branch if take_true else value.false_branch
+            self._new_reg(frame, self._seq(frame, branch, bounds), var)
+            return
+        if isinstance(value, E.Call):
+            self._call(frame, var, value, bounds)
+            return
+        frame.reg_of[var] = OPAQUE
+
+    def _call(self, frame: _Frame, var: E.Var, call: E.Call, bounds: dict[str, int]) -> None:
+        op = call.op
+        a = call.args
+        if isinstance(op, E.Op):
+            name = op.name
+            if name in KILL_OPS:
+                ref = frame.reg_of.get(a[0]) if isinstance(a[0], E.Var) else None
+                if isinstance(ref, int) and ref in frame.regs:
+                    obj = frame.regs.pop(ref)
+                    self._release(obj)
+                    self._decref(obj)
+                frame.reg_of[var] = OPAQUE
+                return
+            if name in ("memory.alloc_storage", "vm.alloc_storage"):
+                size = a[0]
+                nbytes = (
+                    shape_nbytes(size.values, "uint8", bounds)
+                    if isinstance(size, E.ShapeExpr)
+                    else SizeBound(None, False)
+                )
+                block = self._alloc(_const_int(a[1]), nbytes)
+                self._new_reg(frame, _Owner(block, block.nbytes), var)
+                return
+            if name in ("memory.alloc_tensor", "vm.alloc_tensor"):
+                storage = self._arg(frame, a[0])
+                block = storage.block if isinstance(storage, _Owner) else None
+                self._new_reg(frame, _Owner(block), var)
+                return
+            if name == "builtin.alloc_tensor":
+                nbytes = _tensor_size(a[0], a[1], bounds)
+                block = self._alloc(_const_int(a[2]), nbytes)
+                self._new_reg(frame, _Owner(block, block.nbytes), var)
+                return
+            if name == "to_vdevice":
+                src = self._arg(frame, a[0])
+                nbytes = src.nbytes if isinstance(src, _Owner) else 0
+                block = self._alloc(sinfo_device_index(self.mod, call.struct_info), SizeBound(nbytes, True))
+                self._new_reg(frame, _Owner(block, nbytes), var)
+                return
+            if name == "hint_on_device":
+                self._new_reg(frame, self._arg(frame, a[0]), var)
+                return
+            self._new_reg(frame, OPAQUE, var)
+            return
+        if isinstance(op, E.ExternFunc):
+            sym = op.global_symbol
+            args = [self._arg(frame, x) for x in a]
+            if sym.startswith(KERNEL_PREFIX):
+                frame.reg_of[var] = OPAQUE
+                return
+            if sym == RESHAPE_BUILTIN:
+                src = args[0] if args else OPAQUE
+                view = _Owner(src.block, src.nbytes) if isinstance(src, _Owner) and not src.released else OPAQUE
+                self._new_reg(frame, view, var)
+                return
+            if sym == COPY_BUILTIN:
+                dst = args[2] if len(args) > 2 else OPAQUE
+                if dst is OPAQUE and a and len(a) > 1:
+                    src = args[0]
+                    nbytes = src.nbytes if isinstance(src, _Owner) else 0
+                    block = self._alloc(_const_int(a[1]), SizeBound(nbytes, True))
+                    dst = _Owner(block, nbytes)
+                self._new_reg(frame, dst, var)
+                return
+            self._new_reg(frame, OPAQUE, var)
+            return
+        if isinstance(op, E.GlobalVar) and op.name_hint in self.mod:
+            args = [self._arg(frame, x) for x in a]
+            out = self.run_function(op.name_hint, args)
+            self._new_reg(frame, out, var)
+            self._decref(out)  # the register now holds the caller's reference
+            return
+        self._new_reg(frame, OPAQUE, var)
+
+
+def _const_int(expr: E.Expr) -> int:
+    if isinstance(expr, E.PrimValue):
+        c = P.const_value(expr.value)
+        if c is not None:
+            return int(c)
+    raise _Unpredictable("a device index is not a constant")
+
+
+def _tensor_size(shape: E.Expr, dtype: E.Expr, bounds: dict[str, int]) -> SizeBound:
+    if isinstance(shape, E.ShapeExpr) and isinstance(dtype, E.DataTypeImm):
+        return shape_nbytes(shape.values, dtype.value, bounds)
+    return SizeBound(None, False)
+
+
+def predict_peak(mod: IRModule, name: str) -> PeakPrediction:
+    """Peak bytes per device for one call of ``mod[name]`` (a lowered module)."""
+    out = PeakPrediction()
+    choices: list[bool] = []
+    func = mod[name]
+    while True:
+        machine = _Machine(mod, choices)
+        try:
+            machine.run_function(name, [OPAQUE] * len(func.params))
+        except _Unpredictable:
+            out.complete = False
+            return out
+        out.paths += 1
+        for dev, peak in machine.peak.items():
+            old = out.peak.get(dev, 0)
+            out.peak[dev] = None if peak is None or old is None else max(old, peak)
+            out.exact[dev] = out.exact.get(dev, True) and machine.exact[dev]
+        taken = machine.taken
+        while taken and not taken[-1]:
+            taken.pop()
+        if not taken:
+            return out
+        if out.paths >= MAX_PATHS:
+            out.complete = False
+            return out
+        choices = taken[:-1] + [False]
