@@ -4,7 +4,7 @@ Importing the package registers every kernel (see :mod:`.registry` for the
 calling convention).
 """
 
-from . import elementwise  # noqa: F401  (registers kernels)
+from . import conv, elementwise, manipulate, nn, pool  # noqa: F401  (register kernels)
 from .registry import bind_kernel, get_kernel, has_kernel, kernel_ops, register_kernel
 
 __all__ = ["register_kernel", "get_kernel", "has_kernel", "kernel_ops", "bind_kernel"]

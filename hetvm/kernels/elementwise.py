@@ -6,11 +6,11 @@ Binary ufunc kernels are specialised at load time to the bare ufunc called as
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
+from .common import erf, store
 from .registry import register_kernel
 
 # ops whose ufunc gives the right result for every dtype with out= given
@@ -36,7 +36,7 @@ def _is_int(arr: Any) -> bool:
 
 
 def _write(xp: Any, out: Any, value: Any) -> None:
-    out[...] = value
+    store(out, value)
 
 
 def _make_ufunc_kernel(op: str, ufunc_name: str) -> None:
@@ -100,18 +100,6 @@ def _sigmoid(xp: Any, x: Any) -> Any:
     # split by sign so exp never overflows
     e = xp.exp(-xp.abs(x))
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
-
-
-_np_erf = np.frompyfunc(math.erf, 1, 1)
-
-
-def erf(xp: Any, x: Any) -> Any:
-    """The error function: math.erf per element on NumPy, the native one on CuPy."""
-    if xp is np:
-        return _np_erf(x).astype(x.dtype) if x.size else x.copy()
-    import cupyx.scipy.special as sp  # type: ignore[import-not-found]
-
-    return sp.erf(x)
 
 
 def _make_unary(op: str) -> None:

@@ -290,3 +290,29 @@ def test_match_cast_binds_new_variables():
         vm["main"](np.ones(5, F32))
     with pytest.raises(HetvmRuntimeError, match="match_cast value .*expected 1 dimension"):
         vm["main"](np.ones((2, 2), F32))
+
+
+def test_tuple_inputs_multiple_outputs_and_attrs_on_sim():
+    instrs = [
+        Call(1, B + "copy_to", (r(0), imm(1))),
+        Call(2, B + "make_tuple", (r(1), r(1))),
+        Call(3, B + "alloc_tensor_direct", (imm([2, 6]), imm(F32), imm(1))),
+        KernelCall("concat", {"axis": 1}, 1, (r(2), r(3)), 1),
+        Call(4, B + "alloc_tensor_direct", (imm([2, 2]), imm(F32), imm(1))),
+        Call(5, B + "alloc_tensor_direct", (imm([2, 4]), imm(F32), imm(1))),
+        KernelCall("split", {"indices_or_sections": [2], "axis": 1}, 1, (r(3), r(4), r(5)), 2),
+        Call(6, B + "copy_to", (r(5), imm(0))),
+        Call(7, B + "shape_of", (r(6),)),
+        Call(8, B + "alloc_tensor_direct", (r(7), imm(F32), imm(0))),
+        KernelCall("reshape", {}, 0, (r(6), r(7), r(8)), 1),
+        Call(9, B + "make_tuple", (r(8), r(4))),
+        Ret(9),
+    ]
+    main = VMFunction("main", ["x"], [tensor([2, 3])], 10, instrs, {})
+    vm = hetvm.VirtualMachine(Executable(three_devices(), [], {"main": main}))
+    x = np.arange(6, dtype=F32).reshape(2, 3)
+    tail, head = vm["main"](x)
+    both = np.concatenate([x, x], axis=1)
+    np.testing.assert_array_equal(tail.numpy(), both[:, 2:])
+    assert head.device is device("sim", 1)
+    np.testing.assert_array_equal(head.copyto(hetvm.cpu(0)).numpy(), both[:, :2])

@@ -1,0 +1,159 @@
+"""Shape manipulation, indexing, creation, dtype and selection kernels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import as_ints, axes_or_none, store
+from .registry import register_kernel
+
+
+@register_kernel("reshape")
+def reshape(xp: Any, attrs: dict, x: Any, shape: Any, out: Any) -> None:
+    store(out, x.reshape(out.shape))
+
+
+@register_kernel("expand_dims")
+def expand_dims(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    store(out, x.reshape(out.shape))
+
+
+@register_kernel("squeeze")
+def squeeze(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    store(out, x.reshape(out.shape))
+
+
+@register_kernel("flatten")
+def flatten(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    store(out, x.reshape(out.shape))
+
+
+@register_kernel("permute_dims")
+def permute_dims(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    axes = attrs.get("axes")
+    store(out, xp.transpose(x, None if axes is None else as_ints(axes)))
+
+
+@register_kernel("broadcast_to")
+def broadcast_to(xp: Any, attrs: dict, x: Any, shape: Any, out: Any) -> None:
+    store(out, xp.broadcast_to(x, out.shape))
+
+
+@register_kernel("concat")
+def concat(xp: Any, attrs: dict, tensors: Any, out: Any) -> None:
+    axis = attrs.get("axis", 0)
+    if axis is None:
+        store(out, xp.concatenate([t.reshape(-1) for t in tensors]))
+    else:
+        store(out, xp.concatenate(list(tensors), axis=int(axis)))
+
+
+@register_kernel("split")
+def split(xp: Any, attrs: dict, x: Any, *outs: Any) -> None:
+    axis = int(attrs.get("axis", 0))
+    ios = attrs.get("indices_or_sections", len(outs))
+    ios = as_ints(ios) if isinstance(ios, (list, tuple)) else int(ios)
+    for piece, out in zip(xp.split(x, ios, axis=axis), outs):
+        store(out, piece)
+
+
+@register_kernel("take")
+def take(xp: Any, attrs: dict, x: Any, indices: Any, out: Any) -> None:
+    axis = attrs.get("axis")
+    mode = {"wrap": "wrap", "clip": "clip"}.get(attrs.get("mode", "fast"), "raise")
+    src = x.reshape(-1) if axis is None else x
+    store(out, xp.take(src, indices, axis=None if axis is None else int(axis), mode=mode))
+
+
+@register_kernel("strided_slice")
+def strided_slice(xp: Any, attrs: dict, x: Any, *rest: Any) -> None:
+    """Slices on ``axes`` with Python/NumPy clamping (attrs axes, begin, end, strides)."""
+    out = rest[-1]
+    axes = as_ints(attrs["axes"])
+    begin, end = as_ints(attrs["begin"]), as_ints(attrs["end"])
+    strides = as_ints(attrs.get("strides") or (1,) * len(axes))
+    index = [slice(None)] * x.ndim
+    for a, b, e, s in zip(axes, begin, end, strides):
+        index[a] = slice(b, e, s)
+    store(out, x[tuple(index)])
+
+
+@register_kernel("astype")
+def astype(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    store(out, x.astype(out.dtype))
+
+
+@register_kernel("where")
+def where(xp: Any, attrs: dict, cond: Any, a: Any, b: Any, out: Any) -> None:
+    store(out, xp.where(cond, a, b).astype(out.dtype, copy=False))
+
+
+@register_kernel("zeros")
+def zeros(xp: Any, attrs: dict, shape: Any, out: Any) -> None:
+    out[...] = 0
+
+
+@register_kernel("ones")
+def ones(xp: Any, attrs: dict, shape: Any, out: Any) -> None:
+    out[...] = 1
+
+
+@register_kernel("full")
+def full(xp: Any, attrs: dict, shape: Any, fill_value: Any, out: Any) -> None:
+    out[...] = fill_value
+
+
+@register_kernel("zeros_like")
+def zeros_like(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    out[...] = 0
+
+
+@register_kernel("ones_like")
+def ones_like(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    out[...] = 1
+
+
+@register_kernel("full_like")
+def full_like(xp: Any, attrs: dict, x: Any, fill_value: Any, out: Any) -> None:
+    out[...] = fill_value
+
+
+@register_kernel("matmul")
+def matmul(xp: Any, attrs: dict, a: Any, b: Any, out: Any) -> None:
+    res = xp.matmul(a, b)
+    store(out, res.astype(out.dtype, copy=False) if hasattr(res, "astype") else res)
+
+
+def _reduction(op: str, fn_name: str) -> None:
+    def kernel(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+        axis = axes_or_none(attrs.get("axis"))
+        keep = bool(attrs.get("keepdims", False))
+        res = getattr(xp, fn_name)(x, axis=axis, keepdims=keep)
+        store(out, xp.asarray(res).astype(out.dtype, copy=False))
+
+    kernel.__name__ = f"kernel_{op}"
+    register_kernel(op)(kernel)
+
+
+for _op, _fn in (("sum", "sum"), ("mean", "mean"), ("max", "max"), ("min", "min"),
+                 ("prod", "prod")):  # fmt: skip
+    _reduction(_op, _fn)
+
+
+def _arg_reduction(op: str, fn_name: str) -> None:
+    def kernel(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+        axis = attrs.get("axis")
+        keep = bool(attrs.get("keepdims", False))
+        if axis is None:
+            res = getattr(xp, fn_name)(x.reshape(-1))
+            res = xp.asarray(res).reshape((1,) * x.ndim if keep else ())
+        else:
+            res = getattr(xp, fn_name)(x, axis=int(axis), keepdims=keep)
+        store(out, xp.asarray(res).astype(out.dtype, copy=False))
+
+    kernel.__name__ = f"kernel_{op}"
+    register_kernel(op)(kernel)
+
+
+_arg_reduction("argmax", "argmax")
+_arg_reduction("argmin", "argmin")
