@@ -1,0 +1,189 @@
+"""The memory plan's report, and an invariant check that no live tensors overlap.
+
+``memory_plan_report(mod)`` answers "how good is the plan and what will the
+runtime see": per function and device index, the arena bytes, the lower bound
+any plan must meet, the bytes without any reuse, whether returned tensors sit
+in the plan, and the peak the runtime allocator will report for one call
+(simulated on the final lowered program, see
+``hetvm.transform.memory_planning.peak_sim``).
+
+``check_no_overlap(mod)`` re-derives every carved tensor's lifetime and byte
+range from the IR itself (not from the plan's facts) and raises
+``MemoryPlanError`` naming both tensors when two live at once share a byte.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import MemoryPlanError
+from ..ir import expr as E
+from ..ir import prim as P
+from ..ir.module import IRModule
+from ..transform.memory_planning.lifetimes import analyze_lifetimes
+from ..transform.memory_planning.packing import Buffer, conflict_lists
+from ..transform.memory_planning.peak_sim import predict_peak
+from ..transform.memory_planning.sizes import declared_upper_bounds, shape_nbytes
+
+__all__ = ["memory_plan_report", "check_no_overlap", "PLAN_ATTR"]
+
+PLAN_ATTR = "memory_plan"
+STORAGE_OPS = frozenset({"memory.alloc_storage", "vm.alloc_storage"})
+CARVE_OPS = frozenset({"memory.alloc_tensor", "vm.alloc_tensor"})
+KILL_OPS = frozenset({"memory.kill_tensor", "memory.kill_storage", "vm.kill_object"})
+
+
+def _op_name(value: Any) -> str | None:
+    if isinstance(value, E.Call) and isinstance(value.op, E.Op):
+        return value.op.name
+    return None
+
+
+def _bindings(seq: E.SeqExpr):
+    """Every binding of a body, branches of Ifs included."""
+    for block in seq.blocks:
+        for b in block.bindings:
+            yield b
+            value = b.value  # type: ignore[attr-defined]
+            if isinstance(value, E.If):
+                yield from _bindings(value.true_branch)
+                yield from _bindings(value.false_branch)
+
+
+def _needs_lowering(mod: IRModule) -> bool:
+    """True unless the module is already after LowerAllocTensor + KillAfterLastUse."""
+    has_kill = False
+    for func in mod.functions.values():
+        for b in _bindings(func.body):
+            name = _op_name(b.value)  # type: ignore[attr-defined]
+            if name == "builtin.alloc_tensor":
+                return True
+            has_kill |= name in KILL_OPS
+    return not has_kill
+
+
+def _lowered(mod: IRModule) -> IRModule:
+    if not _needs_lowering(mod):
+        return mod
+    # Late import: the report may be asked for right after planning; the two
+    # passes that follow the planner are what the runtime will execute.
+    from ..transform.kill_after_last_use import KillAfterLastUse
+    from ..transform.lower_alloc_tensor import LowerAllocTensor
+
+    return KillAfterLastUse()(LowerAllocTensor()(mod))
+
+
+def memory_plan_report(mod: IRModule) -> dict[str, dict[int, dict[str, Any]]]:
+    """Per function name, per device index: the plan's figures.
+
+    Keys of each device entry: ``planned_bytes``, ``lower_bound_bytes``,
+    ``no_reuse_bytes``, ``outputs_in_plan``, ``predicted_peak_bytes`` (None when
+    a size is unbounded), ``predicted_peak_exact`` (False when symbolic sizes
+    were counted at their upper bound or an If path cap was hit),
+    ``memory_scope``, ``num_planned``, ``unplanned`` (name, reason, nbytes).
+    Device keys are ints (JSON turns them into strings).
+    ``predicted_peak_bytes`` counts only what the call allocates: parameters
+    come from outside.
+    """
+    plan = mod.attrs.get(PLAN_ATTR)
+    if not isinstance(plan, dict) or "functions" not in plan:
+        raise MemoryPlanError(
+            "module has no memory plan (mod.attrs['memory_plan']); run StaticPlanBlockMemory first"
+        )
+    lowered = _lowered(mod)
+    report: dict[str, dict[int, dict[str, Any]]] = {}
+    for name, facts in plan["functions"].items():
+        if name not in lowered:
+            continue
+        prediction = predict_peak(lowered, name)
+        devices: dict[int, dict[str, Any]] = {}
+        fact_devs = {int(k): v for k, v in facts.get("devices", {}).items()}
+        for dev in sorted(set(fact_devs) | set(prediction.peak)):
+            d = fact_devs.get(dev, {})
+            devices[dev] = {
+                "planned_bytes": d.get("planned_bytes", 0),
+                "lower_bound_bytes": d.get("lower_bound_bytes", 0),
+                "no_reuse_bytes": d.get("no_reuse_bytes", 0),
+                "outputs_in_plan": bool(facts.get("outputs_in_plan", False)),
+                "predicted_peak_bytes": prediction.peak.get(dev, 0),
+                "predicted_peak_exact": prediction.complete and prediction.exact.get(dev, True),
+                "memory_scope": d.get("memory_scope", "global"),
+                "num_planned": d.get("num_planned", 0),
+                "unplanned": [
+                    {k: u[k] for k in ("name", "reason", "nbytes")}
+                    for u in facts.get("unplanned", [])
+                    if u.get("device") == dev
+                ],
+            }
+        report[name] = devices
+    return report
+
+
+def _storage_sizes(func: E.Function, bounds: dict[str, int]) -> dict[E.Var, int | None]:
+    out: dict[E.Var, int | None] = {}
+    for b in _bindings(func.body):
+        value = b.value  # type: ignore[attr-defined]
+        if _op_name(value) in STORAGE_OPS and isinstance(value.args[0], E.ShapeExpr):
+            out[b.var] = shape_nbytes(value.args[0].values, "uint8", bounds).nbytes
+    return out
+
+
+def _is_carved(binding: E.Binding) -> bool:
+    return isinstance(binding, E.VarBinding) and _op_name(binding.value) in CARVE_OPS
+
+
+def _check_function(name: str, func: E.Function) -> int:
+    bounds = declared_upper_bounds(func, name)
+    storages = _storage_sizes(func, bounds)
+    life = analyze_lifetimes(func, _is_carved)
+    groups: dict[E.Var, list[tuple[E.Var, int, int]]] = {}
+    for var in life.roots:
+        call = life.binding_of[var].value  # type: ignore[attr-defined]
+        storage, offset_arg, shape, dtype = call.args[:4]
+        offset = P.const_value(offset_arg.value) if isinstance(offset_arg, E.PrimValue) else None
+        if offset is None or not isinstance(shape, E.ShapeExpr) or not isinstance(dtype, E.DataTypeImm):
+            raise MemoryPlanError(
+                f"function {name}: tensor '{var.name_hint}' has a non-constant offset or shape"
+            )
+        size = shape_nbytes(shape.values, dtype.value, bounds).nbytes
+        if size is None:
+            raise MemoryPlanError(
+                f"function {name}: tensor '{var.name_hint}' is carved from storage with an "
+                "unbounded symbolic size"
+            )
+        cap = storages.get(storage) if isinstance(storage, E.Var) else None
+        if offset < 0 or (cap is not None and offset + size > cap):
+            raise MemoryPlanError(
+                f"function {name}: tensor '{var.name_hint}' at offset {offset} ({size} bytes) does "
+                f"not fit its storage of {cap} bytes"
+            )
+        if isinstance(storage, E.Var):
+            groups.setdefault(storage, []).append((var, offset, size))
+    checked = 0
+    for storage, members in groups.items():
+        buffers = [Buffer(i, size, life.intervals[v]) for i, (v, _, size) in enumerate(members)]
+        for i, neighbours in enumerate(conflict_lists(buffers)):
+            vi, oi, si = members[i]
+            for j in neighbours:
+                if j <= i:
+                    continue
+                vj, oj, sj = members[j]
+                checked += 1
+                if si and sj and oi < oj + sj and oj < oi + si:
+                    raise MemoryPlanError(
+                        f"function {name}: tensors '{vi.name_hint}' (bytes {oi}..{oi + si} of "
+                        f"'{storage.name_hint}', live {list(life.intervals[vi])}) and "
+                        f"'{vj.name_hint}' (bytes {oj}..{oj + sj}, live "
+                        f"{list(life.intervals[vj])}) are live at the same time and overlap"
+                    )
+    return checked
+
+
+def check_no_overlap(mod: IRModule) -> dict[str, int]:
+    """Raises MemoryPlanError if two simultaneously live tensors share bytes.
+
+    Works on the module after StaticPlanBlockMemory or after any later pass.
+    Returns, per function, how many pairs of simultaneously live tensors of
+    one storage were compared (useful to see a test exercised something).
+    """
+    return {name: _check_function(name, func) for name, func in mod.functions.items()}
