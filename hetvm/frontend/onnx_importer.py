@@ -171,6 +171,8 @@ class _GraphImporter:
             self.values[init.name] = numpy_helper.to_array(init)
             self.ctx.param_eligible.add(init.name)
         inputs = self._inputs()
+        # graph outputs keep their ONNX names; the values computing them get variants
+        self.output_names = {vi.name: self.ctx.names.unique(ident(vi.name)) for vi in self.graph.output}
         with self.bb.function("main"):
             with self.bb.dataflow():
                 for index, node in enumerate(self.graph.node):
@@ -272,7 +274,7 @@ class _GraphImporter:
             exprs.append(value)
         node_of = self.ctx.node_of
         if len(exprs) == 1:
-            out = self.bb.emit_output(exprs[0], self.ctx.names.unique(ident(self.graph.output[0].name)))
+            out = self.bb.emit_output(exprs[0], self.output_names[self.graph.output[0].name])
             if isinstance(exprs[0], E.Var) and exprs[0].name_hint in node_of:
                 node_of[out.name_hint] = node_of[exprs[0].name_hint]
             return out
@@ -281,7 +283,7 @@ class _GraphImporter:
             if isinstance(expr, E.Var) and not isinstance(expr, E.DataflowVar):
                 outs.append(expr)  # a graph input returned as it is
                 continue
-            var = self.bb.emit_output(expr, self.ctx.names.unique(ident(vi.name)))
+            var = self.bb.emit_output(expr, self.output_names[vi.name])
             if isinstance(expr, E.Var) and expr.name_hint in node_of:
                 node_of[var.name_hint] = node_of[expr.name_hint]
             outs.append(var)

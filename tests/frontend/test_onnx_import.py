@@ -254,19 +254,23 @@ def test_symbolic_constant_of_shape_emits_full(kit):
     assert _op_names(mod) == ["full", "add"]
 
 
-def test_symbolic_shape_as_runtime_tensor_is_a_clear_error(kit):
+def test_symbolic_shape_used_as_a_tensor_is_materialised(kit):
     nodes = [
         helper.make_node("Shape", ["x"], ["s"]),
         helper.make_node("Cast", ["s"], ["sf"], to=onnx.TensorProto.FLOAT),
         helper.make_node("Mul", ["sf", "sf"], ["y"]),
     ]
     model = kit.model(nodes, {"x": ("float32", ["n", 2])}, ["y"])
-    from hetvm.frontend.onnx_context import ConvertContext
+    mod = from_onnx(model)
+    assert _op_names(mod)[0] == "shape_to_tensor"
+    x = np.zeros((3, 2), np.float32)
+    (got,) = kit.run(mod, [x])
+    np.testing.assert_array_equal(got, np.array([9.0, 4.0], np.float32))
 
-    if ConvertContext(None).has_op("shape_to_tensor"):  # type: ignore[arg-type]
-        pytest.skip("hetvm has shape_to_tensor: the shape is materialised instead")
-    with pytest.raises(FrontendError, match="Cast node .*symbolic shape value"):
-        from_onnx(model)
+
+def test_output_variable_keeps_the_onnx_name(kit):
+    mod = from_onnx(kit.node_model("Relu", {"x": ("float32", [2])}, outputs=["relu_out"]))
+    assert mod["main"].body.body.name_hint == "relu_out"
 
 
 # -- outputs and node mapping -------------------------------------------------------------
