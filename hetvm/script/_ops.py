@@ -54,3 +54,6 @@ def sinfo_keyword(name: str) -> str | None:
 
 def known_op_names() -> list[str]:
     return registered_ops()
+
+# Keywords TVM prints that hetvm's constructors spell differently.
+KEYWORD_ALIASES = {"device_type": "kind", "dev_type": "kind", "dev_id": "index"}

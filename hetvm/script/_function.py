@@ -1,0 +1,410 @@
+"""Statements of one ``@R.function`` -> a hetvm Function.
+
+Bindings (``x = ...`` / ``x: ann = ...`` / a bare call), ``with R.dataflow()``
+blocks ending in ``R.output(...)``, ``if``/``else`` whose branches end by
+assigning the same name (an If binding, as in TVM), ``R.func_attr``,
+``n = T.int64()`` shape-variable declarations, ``cls = Module`` and a final
+``return``. Nested call arguments are bound to fresh variables first
+(A-normal form), as TVM's parser does.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from ..errors import HetvmError, ParseError
+from ..ir import expr as E
+from ..ir import struct_info as S
+from ._env import FunctionScope, ModuleEnv
+from ._eval import Evaluator, MatchCastForm, Namespace, is_dtype
+
+FLAGS = ("pure", "private")
+
+
+def decorator_flags(ev: Evaluator, fdef: ast.FunctionDef) -> dict[str, bool]:
+    """``@R.function`` / ``@R.function(pure=False, private=True)``: literal flags only."""
+    if len(fdef.decorator_list) != 1:
+        raise ev.err(fdef, f"function '{fdef.name}' needs exactly one decorator, @R.function")
+    deco = fdef.decorator_list[0]
+    target = deco.func if isinstance(deco, ast.Call) else deco
+    head = ev.eval(target)
+    if not (isinstance(head, Namespace) and head.kind == "relax" and head.dotted == "function"):
+        raise ev.err(deco, f"function '{fdef.name}' must be decorated with @R.function (TIR functions are not supported)")
+    flags: dict[str, bool] = {}
+    if isinstance(deco, ast.Call):
+        if deco.args:
+            raise ev.err(deco.args[0], "@R.function takes keyword flags only (pure=, private=)")
+        for kw in deco.keywords:
+            if kw.arg not in FLAGS:
+                raise ev.err(kw.value, f"@R.function has no flag '{kw.arg}' (known: pure, private)")
+            value = ev.eval(kw.value)
+            if not isinstance(value, bool):
+                raise ev.err(kw.value, f"@R.function's '{kw.arg}' must be True or False")
+            flags[kw.arg] = value
+    return flags
+
+
+def _sym_declaration(ev: Evaluator, node: ast.stmt) -> tuple[str, str] | None:
+    """``n = T.int64()`` -> ("n", "int64"), else None."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+        return None
+    target, value = node.targets[0], node.value
+    if not (isinstance(target, ast.Name) and isinstance(value, ast.Call)):
+        return None
+    if value.args or value.keywords or not isinstance(value.func, ast.Attribute):
+        return None
+    base = value.func.value
+    if isinstance(base, ast.Name) and ev.env.aliases.get(base.id) == "tir" and is_dtype(value.func.attr):
+        return target.id, value.func.attr
+    return None
+
+
+class FunctionParser:
+    """Parses one FunctionDef; ``parse()`` returns the Function."""
+
+    def __init__(self, env: ModuleEnv, fdef: ast.FunctionDef) -> None:
+        self.env = env
+        self.fdef = fdef
+        self.scope = FunctionScope()
+        self.ev = Evaluator(env, self.scope)
+        self.attrs: dict[str, Any] = {}
+        self.scope.taken.update(
+            n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+        )
+
+    def err(self, node: ast.AST | None, message: str) -> ParseError:
+        return self.env.diag.error(node, message)
+
+    # ------------------------------------------------------------------
+    def signature(self) -> tuple[list[E.Var], S.StructInfo | None, dict[str, bool]]:
+        fdef = self.fdef
+        flags = decorator_flags(self.ev, fdef)
+        for node in ast.walk(fdef):
+            decl = _sym_declaration(self.ev, node) if isinstance(node, ast.stmt) else None
+            if decl is not None:
+                self.ev.define_symbol(*decl)
+        a = fdef.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
+            raise self.err(fdef, "@R.function parameters must be plain annotated names")
+        params = []
+        for arg in a.args:
+            if arg.annotation is None:
+                raise self.err(arg, f"parameter '{arg.arg}' needs a struct-info annotation, e.g. R.Tensor((n, 4), \"float32\")")
+            sinfo = self.ev.sinfo_of(arg.annotation)
+            var = E.Var(arg.arg, struct_info=sinfo, span=self.env.diag.span(arg))
+            if self.scope.lookup(arg.arg) is not None:
+                raise self.err(arg, f"duplicate parameter '{arg.arg}'")
+            self.scope.bind(arg.arg, var)
+            params.append(var)
+        ret = self.ev.sinfo_of(fdef.returns) if fdef.returns is not None else None
+        return params, ret, flags
+
+    def signature_sinfo(self) -> S.FuncStructInfo:
+        """The function's struct info from its signature alone (for recursion)."""
+        params, ret, flags = self.signature()
+        if ret is None:
+            raise self.err(self.fdef, f"function '{self.fdef.name}' calls itself (directly or not): annotate its return struct info")
+        return S.FuncStructInfo([p.struct_info for p in params], ret, flags.get("pure", True))  # type: ignore[misc]
+
+    def parse(self) -> E.Function:
+        params, ret, flags = self.signature()
+        body_stmts = list(self.fdef.body)
+        if body_stmts and _is_docstring(body_stmts[0]):
+            body_stmts = body_stmts[1:]
+        if not body_stmts or not isinstance(body_stmts[-1], ast.Return):
+            raise self.err(body_stmts[-1] if body_stmts else self.fdef, f"function '{self.fdef.name}' must end with a return statement")
+        blocks: list[E.BindingBlock] = []
+        current: list[E.Binding] = []
+        for stmt in body_stmts[:-1]:
+            if isinstance(stmt, ast.With):
+                if current:
+                    blocks.append(E.BindingBlock(current))
+                    current = []
+                blocks.append(self.dataflow(stmt))
+            else:
+                self.statement(stmt, current, in_dataflow=False, top=True)
+        ret_stmt = body_stmts[-1]
+        assert isinstance(ret_stmt, ast.Return)
+        if ret_stmt.value is None:
+            raise self.err(ret_stmt, "return needs a value")
+        body = self.result_value(ret_stmt.value, current, "gv", in_dataflow=False)
+        if current:
+            blocks.append(E.BindingBlock(current))
+        seq = E.SeqExpr(blocks, body, span=self.env.diag.span(ret_stmt))
+        if ret is not None and body.struct_info is not None and not S.is_base_of(ret, body.struct_info):
+            raise self.err(
+                ret_stmt,
+                f"struct info mismatch: the function returns {S.describe(body.struct_info)}, "
+                f"but its annotation says {S.describe(ret)}",
+            )
+        attrs = dict(self.attrs)
+        if flags.get("private"):
+            attrs["private"] = True
+        return E.Function(
+            params, seq, ret, flags.get("pure", True), E.Attrs(attrs), span=self.env.diag.span(self.fdef)
+        )
+
+    # ------------------------------------------------------------------
+    # statements
+    # ------------------------------------------------------------------
+    def statement(self, stmt: ast.stmt, out: list[E.Binding], *, in_dataflow: bool, top: bool = False, outputs: frozenset[str] = frozenset()) -> None:
+        if isinstance(stmt, ast.Pass) or _is_docstring(stmt):
+            return
+        if isinstance(stmt, ast.Expr):
+            self.expression_statement(stmt, out, in_dataflow, top)
+            return
+        if isinstance(stmt, ast.Assign):
+            if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+                raise self.err(stmt, "an assignment must bind exactly one name (no unpacking)")
+            name = stmt.targets[0].id
+            if _sym_declaration(self.ev, stmt) is not None:
+                return  # declared before the signature was read
+            if self._module_alias(stmt):
+                self.scope.module_aliases.add(name)
+                return
+            self.binding(name, stmt.value, None, stmt, out, in_dataflow, outputs)
+            return
+        if isinstance(stmt, ast.AnnAssign):
+            if not isinstance(stmt.target, ast.Name) or stmt.value is None:
+                raise self.err(stmt, "an annotated binding looks like 'x: R.Tensor(...) = value'")
+            self.binding(stmt.target.id, stmt.value, stmt.annotation, stmt, out, in_dataflow, outputs)
+            return
+        if isinstance(stmt, ast.If):
+            if in_dataflow:
+                raise self.err(stmt, "if/else is not allowed inside a dataflow block")
+            self.if_binding(stmt, out)
+            return
+        if isinstance(stmt, ast.With):
+            raise self.err(stmt, "with R.dataflow() blocks may only appear at the top level of a function")
+        if isinstance(stmt, ast.Return):
+            raise self.err(stmt, "return must be the last statement of the function")
+        raise self.err(stmt, f"unsupported Python syntax here: {type(stmt).__name__}")
+
+    def _module_alias(self, stmt: ast.Assign) -> bool:
+        value = stmt.value
+        return isinstance(value, ast.Name) and value.id == self.env.class_name and self.scope.lookup(value.id) is None
+
+    def expression_statement(self, stmt: ast.Expr, out: list[E.Binding], in_dataflow: bool, top: bool) -> None:
+        call = stmt.value
+        if isinstance(call, ast.Call):
+            head = self.ev.eval(call.func) if isinstance(call.func, ast.Attribute) else None
+            if isinstance(head, Namespace) and head.kind == "relax":
+                if head.dotted == "func_attr":
+                    if not top:
+                        raise self.err(stmt, "R.func_attr must be at the top level of the function body")
+                    self.func_attr(call)
+                    return
+                if head.dotted == "output":
+                    raise self.err(stmt, "R.output(...) must be the last statement of a with R.dataflow() block")
+        if not isinstance(call, ast.Call):
+            raise self.err(stmt, "an expression statement must be a call (its result is bound to '_')")
+        self.binding("_", call, None, stmt, out, in_dataflow, frozenset())
+
+    def func_attr(self, call: ast.Call) -> None:
+        a = self.ev.bind_args(call, "R.func_attr", ["attrs"], 1)
+        value = self.ev.eval(a["attrs"])
+        if not isinstance(value, dict):
+            raise self.err(a["attrs"], "R.func_attr takes a dict literal")
+        self.attrs.update({str(k): _plain(v) for k, v in value.items()})
+
+    # ------------------------------------------------------------------
+    # bindings
+    # ------------------------------------------------------------------
+    def flatten(self, expr: E.Expr, out: list[E.Binding], in_dataflow: bool, node: ast.AST) -> E.Expr:
+        """Binds non-leaf arguments of ``expr`` to fresh variables (A-normal form)."""
+        if isinstance(expr, E.Call):
+            args = tuple(self._leaf(a, out, in_dataflow, node) for a in expr.args)
+            if any(a is not b for a, b in zip(args, expr.args)):
+                return E.replace(expr, args=args)
+        elif isinstance(expr, E.Tuple):
+            fields = tuple(self._leaf(f, out, in_dataflow, node) for f in expr.fields)
+            if any(a is not b for a, b in zip(fields, expr.fields)):
+                return E.Tuple(fields, span=expr.span)
+        elif isinstance(expr, E.TupleGetItem) and not E.is_leaf(expr.tuple_value):
+            return E.TupleGetItem(self._leaf(expr.tuple_value, out, in_dataflow, node), expr.index, span=expr.span)
+        return expr
+
+    def _leaf(self, expr: E.Expr, out: list[E.Binding], in_dataflow: bool, node: ast.AST) -> E.Expr:
+        if E.is_leaf(expr):
+            return expr
+        if isinstance(expr, E.Tuple):
+            return self.flatten(expr, out, in_dataflow, node)
+        return self.emit(self.scope.fresh("lv"), expr, out, in_dataflow, node)
+
+    def emit(self, name: str, expr: E.Expr, out: list[E.Binding], in_dataflow: bool, node: ast.AST, ann: S.StructInfo | None = None, dataflow_var: bool | None = None) -> E.Var:
+        expr = self.flatten(expr, out, in_dataflow, node)
+        sinfo = expr.struct_info
+        if sinfo is None:
+            raise self.err(node, f"cannot infer the struct info of the value bound to '{name}'")
+        if ann is not None:
+            self.check_annotation(ann, sinfo, name, node)
+            sinfo = ann
+        is_df = in_dataflow if dataflow_var is None else dataflow_var
+        cls = E.DataflowVar if is_df else E.Var
+        span = self.env.diag.span(node)
+        var = cls(name, struct_info=sinfo, span=span)
+        out.append(E.VarBinding(var, expr, span=span))
+        return var
+
+    def check_annotation(self, ann: S.StructInfo, sinfo: S.StructInfo, name: str, node: ast.AST) -> None:
+        if not S.is_base_of(ann, sinfo):
+            raise self.err(
+                node,
+                f"struct info mismatch for '{name}': the value is {S.describe(sinfo)}, "
+                f"but the annotation says {S.describe(ann)}",
+            )
+
+    def binding(self, name: str, value_node: ast.AST, ann_node: ast.AST | None, stmt: ast.stmt, out: list[E.Binding], in_dataflow: bool, outputs: frozenset[str]) -> E.Var:
+        ann = self.ev.sinfo_of(ann_node) if ann_node is not None else None
+        value = self.ev.eval(value_node)
+        dataflow_var = in_dataflow and name not in outputs
+        if isinstance(value, MatchCastForm):
+            var = self.match_cast(name, value, ann, stmt, out, in_dataflow, dataflow_var)
+        else:
+            expr = self.ev.to_expr(value, value_node)
+            var = self.emit(name, expr, out, in_dataflow, stmt, ann, dataflow_var)
+        self.scope.bind(name, var)
+        return var
+
+    def match_cast(self, name: str, form: MatchCastForm, ann: S.StructInfo | None, stmt: ast.stmt, out: list[E.Binding], in_dataflow: bool, dataflow_var: bool) -> E.Var:
+        value = self._leaf(form.value, out, in_dataflow, stmt)
+        vsinfo = value.struct_info
+        assert vsinfo is not None
+        if not S.could_match(form.sinfo, vsinfo):
+            raise self.err(
+                stmt,
+                f"R.match_cast can never succeed: the value is {S.describe(vsinfo)}, "
+                f"the pattern is {S.describe(form.sinfo)}",
+            )
+        if ann is not None:
+            self.check_annotation(ann, form.sinfo, name, stmt)
+        cls = E.DataflowVar if dataflow_var else E.Var
+        span = self.env.diag.span(stmt)
+        var = cls(name, struct_info=form.sinfo, span=span)
+        out.append(E.MatchCast(var, value, form.sinfo, span=span))
+        return var
+
+    def result_value(self, node: ast.AST, out: list[E.Binding], name: str, in_dataflow: bool) -> E.Expr:
+        """The value ending a function or branch: a leaf as is, else bound to ``name``."""
+        value = self.ev.eval(node)
+        if isinstance(value, MatchCastForm):
+            var = self.match_cast(self.scope.fresh(name), value, None, node, out, in_dataflow, False)  # type: ignore[arg-type]
+            return var
+        expr = self.ev.to_expr(value, node)
+        if E.is_leaf(expr):
+            return self.flatten(expr, out, in_dataflow, node)
+        fresh = name if name not in self.scope.taken else self.scope.fresh(name)
+        self.scope.taken.add(fresh)
+        return self.emit(fresh, expr, out, in_dataflow, node)
+
+    # ------------------------------------------------------------------
+    # dataflow blocks and if/else
+    # ------------------------------------------------------------------
+    def dataflow(self, stmt: ast.With) -> E.DataflowBlock:
+        if len(stmt.items) != 1 or stmt.items[0].optional_vars is not None:
+            raise self.err(stmt, "only 'with R.dataflow():' is supported")
+        ctx = stmt.items[0].context_expr
+        head = self.ev.eval(ctx.func) if isinstance(ctx, ast.Call) else None
+        if not (isinstance(head, Namespace) and head.kind == "relax" and head.dotted == "dataflow"):
+            raise self.err(ctx, "only 'with R.dataflow():' is supported")
+        if ctx.args or ctx.keywords:  # type: ignore[union-attr]
+            raise self.err(ctx, "R.dataflow() takes no arguments")
+        body = list(stmt.body)
+        outputs, out_nodes = self._outputs(stmt, body[-1])
+        bindings: list[E.Binding] = []
+        self.scope.frames.append({})
+        for inner in body[:-1]:
+            self.statement(inner, bindings, in_dataflow=True, outputs=frozenset(outputs))
+        frame = self.scope.frames.pop()
+        for name, node in zip(outputs, out_nodes):
+            var = frame.get(name)
+            if var is None:
+                raise self.err(node, f"R.output names '{name}', which this dataflow block does not bind")
+            self.scope.bind(name, var)
+        self.scope.left_dataflow.update(n for n in frame if n not in outputs)
+        return E.DataflowBlock(bindings, span=self.env.diag.span(stmt))
+
+    def _outputs(self, stmt: ast.With, last: ast.stmt) -> tuple[list[str], list[ast.AST]]:
+        call = last.value if isinstance(last, ast.Expr) else None
+        head = self.ev.eval(call.func) if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) else None
+        if not (isinstance(head, Namespace) and head.kind == "relax" and head.dotted == "output"):
+            raise self.err(last, "a with R.dataflow() block must end with R.output(...)")
+        assert isinstance(call, ast.Call)
+        names = []
+        for arg in call.args:
+            if not isinstance(arg, ast.Name):
+                raise self.err(arg, "R.output(...) takes the names of variables bound in the block")
+            names.append(arg.id)
+        if call.keywords:
+            raise self.err(call, "R.output(...) takes names only")
+        return names, list(call.args)
+
+    def if_binding(self, stmt: ast.If, out: list[E.Binding]) -> E.Var:
+        cond = self._leaf(self.ev.to_expr(self.ev.eval(stmt.test), stmt.test), out, False, stmt.test)
+        if not stmt.orelse:
+            raise self.err(stmt, "an if needs an else branch (both branches must assign the result)")
+        t_seq, t_name, t_ann, t_node = self.branch(stmt.body, "then", stmt)
+        f_seq, f_name, f_ann, f_node = self.branch(stmt.orelse, "else", stmt)
+        if t_name != f_name:
+            raise self.err(f_node, f"both branches must end by assigning the same name: '{t_name}' and '{f_name}'")
+        try:
+            node = E.If(cond, t_seq, f_seq, span=self.env.diag.span(stmt))
+            from ..ir.block_builder import normalize
+
+            node = normalize(node)
+        except HetvmError as e:
+            raise self.err(stmt, str(e)) from None
+        assert node.struct_info is not None
+        sinfo = node.struct_info
+        for ann, ann_node in ((t_ann, t_node), (f_ann, f_node)):
+            if ann is not None:
+                self.check_annotation(ann, sinfo, t_name, ann_node)
+        ann = t_ann if t_ann is not None else f_ann
+        span = self.env.diag.span(stmt)
+        var = E.Var(t_name, struct_info=ann if ann is not None else sinfo, span=span)
+        out.append(E.VarBinding(var, node, span=span))
+        self.scope.bind(t_name, var)
+        return var
+
+    def branch(self, stmts: list[ast.stmt], label: str, if_stmt: ast.If) -> tuple[E.SeqExpr, str, S.StructInfo | None, ast.stmt]:
+        last = stmts[-1]
+        bindings: list[E.Binding] = []
+        self.scope.frames.append({})
+        try:
+            for stmt in stmts[:-1]:
+                self.statement(stmt, bindings, in_dataflow=False)
+            if isinstance(last, ast.If):
+                var = self.if_binding(last, bindings)
+                name, ann, body = var.name_hint, None, var
+            else:
+                name, ann_node, value_node = _branch_result(self, last, label)
+                ann = self.ev.sinfo_of(ann_node) if ann_node is not None else None
+                body = self.result_value(value_node, bindings, f"{name}_{label}", False)
+        finally:
+            self.scope.frames.pop()
+        blocks = [E.BindingBlock(bindings)] if bindings else []
+        return E.SeqExpr(blocks, body, span=self.env.diag.span(last)), name, ann, last
+
+
+def _branch_result(fp: FunctionParser, last: ast.stmt, label: str) -> tuple[str, ast.AST | None, ast.AST]:
+    if isinstance(last, ast.Assign) and len(last.targets) == 1 and isinstance(last.targets[0], ast.Name):
+        return last.targets[0].id, None, last.value
+    if isinstance(last, ast.AnnAssign) and isinstance(last.target, ast.Name) and last.value is not None:
+        return last.target.id, last.annotation, last.value
+    raise fp.err(last, f"the {label} branch must end by assigning the if's result to a name")
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+def _plain(value: Any) -> Any:
+    """func_attr values as plain data: lists become tuples."""
+    if isinstance(value, list):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
