@@ -161,7 +161,9 @@ def _check_function(name: str, func: E.Function) -> int:
             groups.setdefault(storage, []).append((var, offset, size))
     checked = 0
     for storage, members in groups.items():
-        buffers = [Buffer(i, size, life.intervals[v]) for i, (v, _, size) in enumerate(members)]
+        buffers = [
+            Buffer(i, size, life.intervals[v], life.path[v]) for i, (v, _, size) in enumerate(members)
+        ]
         for i, neighbours in enumerate(conflict_lists(buffers)):
             vi, oi, si = members[i]
             for j in neighbours:

@@ -218,7 +218,7 @@ def plan_function(
             intervals = life.intervals[site.var]
             if site.var in life.escaping:  # plan_outputs: outputs live to the end and beyond
                 intervals = ((intervals[0][0], last),)
-            buffers.append(Buffer(i, site.nbytes, intervals))  # type: ignore[arg-type]
+            buffers.append(Buffer(i, site.nbytes, intervals, life.path[site.var]))  # type: ignore[arg-type]
         result = pack(buffers, alignment)
         hint = "arena" if len(groups) == 1 else f"arena_d{dev}" + ("" if scope == "global" else f"_{scope}")
         arena = E.Var(_unique(hint, used_names), struct_info=_OBJECT)

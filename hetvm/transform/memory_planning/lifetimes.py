@@ -20,6 +20,11 @@ allocation) is live wherever any variable that may point to it is live:
 reshape views, tuple fields, ``TupleGetItem``, match_cast, ``If`` results, and
 -- conservatively -- results of calls that may return an argument (module
 functions, packed functions other than kernels).
+
+Each root also records its *branch path*: the (If, branch) pairs it was
+allocated under. Two roots allocated in different branches of the same ``If``
+never exist in the same call, so they never conflict, even where an ``If``
+result makes both look live after the ``If``.
 """
 
 from __future__ import annotations
@@ -38,9 +43,11 @@ __all__ = [
     "analyze_lifetimes",
     "merge_intervals",
     "intervals_overlap",
+    "exclusive",
 ]
 
 Interval = tuple[int, int]  # inclusive (first, last) positions
+BranchPath = tuple[tuple[int, int], ...]  # ((if id, 0 true / 1 false), ...), outermost first
 # What a value may point to: a set of roots, or per-field facts for a tuple.
 PointsTo = Union[frozenset, tuple]
 EMPTY: frozenset = frozenset()
@@ -90,6 +97,16 @@ def intervals_overlap(a: tuple[Interval, ...], b: tuple[Interval, ...]) -> bool:
     return False
 
 
+def exclusive(a: BranchPath, b: BranchPath) -> bool:
+    """True when roots with these branch paths can never exist in the same call."""
+    for (ia, ba), (ib, bb) in zip(a, b):
+        if ia != ib:
+            return False
+        if ba != bb:
+            return True
+    return False
+
+
 def _may_hold_tensor(sinfo: S.StructInfo | None) -> bool:
     if sinfo is None or isinstance(sinfo, (S.TensorStructInfo, S.ObjectStructInfo)):
         return True
@@ -104,7 +121,8 @@ class FunctionLifetimes:
 
     ``roots``: root variables in program order; ``binding_of``: their bindings;
     ``intervals``: root -> sorted inclusive position intervals; ``escaping``:
-    roots the function's result may reach; ``num_positions``: positions used.
+    roots the function's result may reach; ``num_positions``: positions used;
+    ``path``: root -> branch path (see :func:`exclusive`).
     """
 
     roots: list[E.Var] = field(default_factory=list)
@@ -112,6 +130,7 @@ class FunctionLifetimes:
     intervals: dict[E.Var, tuple[Interval, ...]] = field(default_factory=dict)
     escaping: frozenset = EMPTY
     num_positions: int = 0
+    path: dict[E.Var, BranchPath] = field(default_factory=dict)
 
 
 class _Analyzer:
@@ -122,6 +141,8 @@ class _Analyzer:
         self.def_pos: dict[E.Var, int] = {}
         self.end_pos: dict[E.Var, int] = {}
         self.result = FunctionLifetimes()
+        self.branch: list[tuple[int, int]] = []
+        self.num_ifs = 0
 
     # -- points-to of expressions ----------------------------------------
     def expr_pts(self, expr: E.Expr) -> PointsTo:
@@ -140,6 +161,7 @@ class _Analyzer:
         if self.is_root(binding):
             self.result.roots.append(binding.var)
             self.result.binding_of[binding.var] = binding
+            self.result.path[binding.var] = tuple(self.branch)
             return frozenset((binding.var,))
         if isinstance(value, E.Call):
             op = value.op
@@ -164,8 +186,13 @@ class _Analyzer:
             for binding in block.bindings:
                 value = binding.value  # type: ignore[attr-defined]
                 if isinstance(value, E.If):
+                    if_id = self.num_ifs
+                    self.num_ifs += 1
+                    self.branch.append((if_id, 0))
                     t = self.seq(value.true_branch)
+                    self.branch[-1] = (if_id, 1)
                     f = self.seq(value.false_branch)
+                    self.branch.pop()
                     pos = self.counter
                     self.counter += 1
                     pts = merge_points_to(t, f)

@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from .lifetimes import Interval
+from .lifetimes import BranchPath, Interval, exclusive
 
 __all__ = ["Buffer", "PackResult", "pack", "max_live_bytes", "conflict_lists", "align_up"]
 
@@ -34,11 +34,16 @@ def align_up(n: int, alignment: int) -> int:
 
 @dataclass(frozen=True)
 class Buffer:
-    """One tensor to place: ``size`` bytes live over ``intervals`` (inclusive)."""
+    """One tensor to place: ``size`` bytes live over ``intervals`` (inclusive).
+
+    ``path`` is the tensor's branch path: buffers in different branches of one
+    If never conflict (see ``lifetimes.exclusive``).
+    """
 
     key: int
     size: int
     intervals: tuple[Interval, ...]
+    path: BranchPath = ()
 
     @property
     def start(self) -> int:
@@ -58,16 +63,45 @@ class PackResult:
     strategy: str
 
 
+def _branch_max(live: list[Buffer]) -> int:
+    """Most bytes of ``live`` that can exist together (one branch per If)."""
+    tree: dict = {"own": 0, "ifs": {}}
+    for b in live:
+        node = tree
+        for if_id, branch in b.path:
+            node = node["ifs"].setdefault(if_id, {}).setdefault(branch, {"own": 0, "ifs": {}})
+        node["own"] += b.size
+
+    def value(node: dict) -> int:
+        return node["own"] + sum(
+            max(value(child) for child in branches.values()) for branches in node["ifs"].values()
+        )
+
+    return value(tree)
+
+
 def max_live_bytes(buffers: Sequence[Buffer]) -> int:
-    """The most bytes live at any one position (a lower bound on any packing)."""
-    events: dict[int, int] = {}
+    """The most bytes live at any one position (a lower bound on any packing).
+
+    Buffers of different branches of one If are never counted together.
+    """
+    events: dict[int, list[tuple[int, Buffer]]] = {}
     for b in buffers:
         for lo, hi in b.intervals:
-            events[lo] = events.get(lo, 0) + b.size
-            events[hi + 1] = events.get(hi + 1, 0) - b.size
-    live = best = 0
+            events.setdefault(lo, []).append((1, b))
+            events.setdefault(hi + 1, []).append((-1, b))
+    plain = best = 0
+    branched: dict[int, Buffer] = {}
     for pos in sorted(events):
-        live += events[pos]
+        for sign, b in events[pos]:
+            if b.path:
+                if sign > 0:
+                    branched[id(b)] = b
+                else:
+                    branched.pop(id(b), None)
+            else:
+                plain += sign * b.size
+        live = plain + (_branch_max(list(branched.values())) if branched else 0)
         best = max(best, live)
     return best
 
@@ -87,7 +121,7 @@ def conflict_lists(buffers: Sequence[Buffer]) -> list[list[int]]:
             _, old = heapq.heappop(ends)
             active.pop(old, None)
         for j in active.values():
-            if j != i:
+            if j != i and not exclusive(buffers[i].path, buffers[j].path):
                 pairs[i].add(j)
                 pairs[j].add(i)
         active[iid] = i
