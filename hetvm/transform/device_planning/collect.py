@@ -88,7 +88,7 @@ class Collector:
         if isinstance(sinfo, S.TensorStructInfo):
             label = name + "".join(f"[{i}]" for i in path)
             nbytes = tensor_nbytes(sinfo, self._bounds)
-            return self.problem.new_value(label, self._func, nbytes, domain(path), span)
+            return self.problem.new_value(label, self._func, nbytes, domain(path), span, sinfo=sinfo)
         if isinstance(sinfo, S.TupleStructInfo):
             return tuple(
                 self.make_tree(f, name, domain, span, path + (i,)) for i, f in enumerate(sinfo.fields)
@@ -193,7 +193,8 @@ class Collector:
         """A value carrying ``src``'s data on device ``key`` (hint, to_vdevice, annotation)."""
         dom = self.problem.new_domain(f"{kind} '{name}'", span)
         self.problem.pin(dom, Constraint(key, reason, span), name)
-        v = self.problem.new_value(name, self._func, self.problem.values[src].nbytes, dom, span, origin=src)
+        src_val = self.problem.values[src]
+        v = self.problem.new_value(name, self._func, src_val.nbytes, dom, span, origin=src, sinfo=src_val.sinfo)
         self.problem.demand(Demand(src, kind, name, reason, span, device=key))
         return v
 

@@ -73,6 +73,7 @@ class Value:
     domain: int
     origin: int | None = None
     span: Span | None = None
+    sinfo: Any = None
 
 
 @dataclass
@@ -139,9 +140,9 @@ class Problem:
     # -- values --------------------------------------------------------------
     def new_value(
         self, name: str, func: str, nbytes: int, domain: int, span: Span | None = None,
-        origin: int | None = None,
+        origin: int | None = None, sinfo: Any = None,
     ) -> int:
-        v = Value(len(self.values), name, func, nbytes, domain, origin, span)
+        v = Value(len(self.values), name, func, nbytes, domain, origin, span, sinfo)
         self.values.append(v)
         return v.id
 

@@ -126,7 +126,10 @@ def solve(problem: Problem, table: DeviceTable) -> Placement:
         src_fixed.add(s_node)
         sink_fixed.add(t_node)
 
-        def node(kind: str, what: object) -> int:
+        def node(
+            kind: str, what: object, d: DeviceKey = d, index: dict[int, int] = index,
+            s_node: int = s_node, t_node: int = t_node,
+        ) -> int:
             if kind == "dev":
                 return s_node if what == d else t_node
             r = what  # a domain root

@@ -1,0 +1,404 @@
+"""Rewriting a module after placement: one copy per (value, destination), devices in struct info.
+
+Every use of a tensor reads it on a device (an op's, a parameter's, the host
+for an ``If`` condition ...). When the value lives elsewhere, the use reads a
+copy ``R.to_vdevice(value, dst)``; the copy is made once and shared, and sits at
+the end-so-far of the block that defines the value, so it comes before every
+consumer (in that block, a later one or a nested branch). Hints disappear;
+explicit ``to_vdevice`` calls become these copies too (named after their
+variable), so an explicit copy to the device its input already lives on goes
+away. Constants need no copy: the runtime materialises them on the reading
+device, so a constant read on two devices simply appears with two vdevices.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ...ir import expr as E
+from ...ir import struct_info as S
+from ...ir.module import IRModule
+from ...ir.op_registry import DeviceBehavior, get_op, op_info
+from ...ir.structural import structural_equal
+from .collect import Collector
+from .devices import DeviceKey, DeviceTable, device_key, key_str
+from .graph import CONST, Tree
+from .solve import Placement
+
+Want = Callable[[tuple[int, ...]], "DeviceKey | None"]
+_PRIORITY = ["to_vdevice", "hint", "annotation", "call-arg", "return", "if-cond", "if-result", "op-input"]
+
+
+class _Frame:
+    """Binding lists of one SeqExpr, kept open until the SeqExpr is finished."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[bool, list[E.Binding]]] = []
+
+    def open(self, dataflow: bool) -> list[E.Binding]:
+        lst: list[E.Binding] = []
+        self.blocks.append((dataflow, lst))
+        return lst
+
+    def last(self) -> list[E.Binding]:
+        return self.blocks[-1][1] if self.blocks else self.open(False)
+
+
+class Rewriter:
+    def __init__(self, mod: IRModule, table: DeviceTable, col: Collector, placement: Placement) -> None:
+        self.mod = mod
+        self.table = table
+        self.col = col
+        self.pl = placement
+        self.problem = placement.problem
+        self.new_var: dict[E.Var, E.Var] = {}
+        self.const_of: dict[E.Var, E.Constant] = {}
+        self.home: dict[int, tuple[E.Var, tuple[int, ...], list[E.Binding]]] = {}
+        self.refs: dict[int, E.Var] = {}
+        self.copies: dict[tuple[int, DeviceKey], E.Var] = {}
+        self.copy_order: list[tuple[int, DeviceKey]] = []
+        self.consts: dict[tuple[int, DeviceKey], E.Constant] = {}
+        self.cur: list[E.Binding] = []
+        self.func_sinfo: dict[str, S.FuncStructInfo] = {}
+        self.used_names: set[str] = set()
+
+    # -- devices ---------------------------------------------------------------
+    def vdev(self, key: DeviceKey):
+        return self.table.vdevice(key)
+
+    def dev_tree(self, tree: Tree) -> Any:
+        if tree is None:
+            return None
+        if tree == CONST:
+            return device_key(self.table.default)
+        if isinstance(tree, int):
+            return self.pl.value_device(tree)
+        return tuple(self.dev_tree(t) for t in tree)
+
+    def with_devices(self, sinfo: S.StructInfo | None, devs: Any) -> S.StructInfo | None:
+        if isinstance(sinfo, S.TensorStructInfo) and isinstance(devs, tuple) and len(devs) == 3 and isinstance(devs[0], str):
+            vd = self.vdev(devs)
+            return sinfo if sinfo.vdevice == vd else sinfo.with_vdevice(vd)
+        if isinstance(sinfo, S.TupleStructInfo) and isinstance(devs, tuple) and len(devs) == len(sinfo.fields):
+            return S.TupleStructInfo([self.with_devices(f, d) for f, d in zip(sinfo.fields, devs)])  # type: ignore[misc]
+        return sinfo
+
+    def renew(self, var: E.Var, sinfo: S.StructInfo | None) -> E.Var:
+        if sinfo is None or (var.struct_info is not None and structural_equal(var.struct_info, sinfo, map_free_vars=False)):
+            return var
+        return type(var)(var.name_hint, struct_info=sinfo, span=var.span)
+
+    def fresh_name(self, hint: str) -> str:
+        name, n = hint, 0
+        while name in self.used_names:
+            n += 1
+            name = f"{hint}{n}"
+        self.used_names.add(name)
+        return name
+
+    # -- values ----------------------------------------------------------------
+    def set_homes(self, old_tree: Tree, var: E.Var, block: list[E.Binding], path: tuple[int, ...] = ()) -> None:
+        if old_tree is None or old_tree == CONST:
+            return
+        if isinstance(old_tree, int):
+            if old_tree not in self.home and self.problem.values[old_tree].origin is None:
+                self.home[old_tree] = (var, path, block)
+            return
+        for i, t in enumerate(old_tree):
+            self.set_homes(t, var, block, path + (i,))
+
+    def ref(self, v: int) -> E.Var:
+        """A variable holding value ``v`` where it lives (projections bound once)."""
+        if v in self.refs:
+            return self.refs[v]
+        var, path, block = self.home[v]
+        cur: E.Expr = var
+        for depth, i in enumerate(path):
+            item = E.TupleGetItem(cur, i)
+            tmp = E.Var(self.fresh_name(f"{var.name_hint}_{'_'.join(map(str, path[: depth + 1]))}"),
+                        struct_info=item.struct_info)
+            block.append(E.VarBinding(tmp, item))
+            cur = tmp
+        assert isinstance(cur, E.Var)
+        self.refs[v] = cur
+        return cur
+
+    def materialize(self, v: int, dst: DeviceKey, name: str | None = None) -> E.Var:
+        r = self.problem.root_value(v)
+        if self.pl.value_device(r) == dst:
+            return self.ref(r)
+        key = (r, dst)
+        if key in self.copies:
+            return self.copies[key]
+        src = self.ref(r)
+        val = self.problem.values[r]
+        sinfo = val.sinfo.with_vdevice(self.vdev(dst))
+        kind = dst[0] + str(dst[1])
+        copy = E.Var(self.fresh_name(name or f"{val.name.replace('[', '_').replace(']', '')}_{kind}"),
+                     struct_info=sinfo)
+        call = E.Call(get_op("to_vdevice"), (src,), E.Attrs({"dst_vdevice": self.vdev(dst)}),
+                      struct_info=sinfo, span=val.span)
+        self.home[r][2].append(E.VarBinding(copy, call, span=val.span))
+        self.copies[key] = copy
+        self.copy_order.append(key)
+        return copy
+
+    def const_on(self, c: E.Constant, dst: DeviceKey | None) -> E.Constant:
+        if dst is None or not isinstance(c.struct_info, S.TensorStructInfo):
+            return c
+        key = (id(c), dst)
+        if key not in self.consts:
+            self.consts[key] = E.Constant(c.data, struct_info=c.struct_info.with_vdevice(self.vdev(dst)), span=c.span)
+        return self.consts[key]
+
+    # -- expressions -------------------------------------------------------------
+    def satisfied(self, tree: Tree, want: Want, path: tuple[int, ...]) -> bool:
+        if tree is None or tree == CONST:
+            return True
+        if isinstance(tree, int):
+            k = want(path)
+            return k is None or k == self.pl.value_device(tree)
+        return all(self.satisfied(t, want, path + (i,)) for i, t in enumerate(tree))
+
+    def bind_here(self, expr: E.Expr, hint: str) -> E.Var:
+        if isinstance(expr, E.Var):
+            return expr
+        var = E.Var(self.fresh_name(hint), struct_info=expr.struct_info)
+        self.cur.append(E.VarBinding(var, expr))
+        return var
+
+    def rebuild_tree(self, base: E.Expr, tree: Tree, want: Want, path: tuple[int, ...], hint: str) -> E.Expr:
+        if self.satisfied(tree, want, path):
+            return self.bind_here(base, hint) if isinstance(base, E.TupleGetItem) else base
+        if isinstance(tree, int):
+            return self.materialize(tree, want(path))  # type: ignore[arg-type]
+        assert isinstance(tree, tuple)
+        return E.Tuple(tuple(
+            self.rebuild_tree(E.TupleGetItem(base, i), t, want, path + (i,), f"{hint}_{i}")
+            for i, t in enumerate(tree)
+        ))
+
+    def rebuild(self, expr: E.Expr, want: Want, path: tuple[int, ...] = ()) -> E.Expr:
+        """``expr`` (old IR) with every tensor leaf on the device ``want`` names."""
+        if isinstance(expr, E.Constant):
+            return self.const_on(expr, want(path))
+        if isinstance(expr, E.Var):
+            if expr in self.const_of:
+                return self.const_on(self.const_of[expr], want(path) or device_key(self.table.default))
+            tree = self.col.env.get(expr)
+            new = self.new_var.get(expr, expr)
+            return self.rebuild_tree(new, tree, want, path, expr.name_hint)
+        if isinstance(expr, E.Tuple):
+            return E.Tuple(tuple(self.rebuild(f, want, path + (i,)) for i, f in enumerate(expr.fields)), span=expr.span)
+        if isinstance(expr, E.TupleGetItem):
+            base = self.rebuild(expr.tuple_value, lambda _p: None)
+            tree = self.col.tree_of(expr)
+            return self.rebuild_tree(E.TupleGetItem(base, expr.index, span=expr.span), tree, want, path, "item")
+        return expr
+
+    @staticmethod
+    def everywhere(key: DeviceKey | None) -> Want:
+        return lambda _p: key
+
+    def tree_want(self, devs: Any) -> Want:
+        def want(path: tuple[int, ...]) -> DeviceKey | None:
+            d = devs
+            for i in path:
+                if not (isinstance(d, tuple) and not (len(d) == 3 and isinstance(d[0], str))):
+                    return None
+                d = d[i] if i < len(d) else None
+            return d if isinstance(d, tuple) and len(d) == 3 and isinstance(d[0], str) else None
+
+        return want
+
+    # -- module ------------------------------------------------------------------
+    def run(self) -> IRModule:
+        for name, func in self.mod.functions.items():
+            params = [self.with_devices(p.struct_info, self.dev_tree(t)) for p, t in zip(func.params, self.col.param_trees[name])]
+            ret = self.with_devices(func.ret_struct_info, self.dev_tree_domains(self.col.ret_domains[name]))
+            self.func_sinfo[name] = S.FuncStructInfo(params, ret, func.is_pure)  # type: ignore[arg-type]
+        funcs = {name: self.function(name, func) for name, func in self.mod.functions.items()}
+        return IRModule(funcs, self.mod.global_infos, self.mod.attrs)
+
+    def dev_tree_domains(self, tree: Tree) -> Any:
+        if tree is None:
+            return None
+        if isinstance(tree, int):
+            return self.pl.domain_device(tree)
+        return tuple(self.dev_tree_domains(t) for t in tree)
+
+    def function(self, name: str, func: E.Function) -> E.Function:
+        self.used_names = set()
+        _collect_names(func, self.used_names)
+        frame = _Frame()
+        prologue = frame.open(False)
+        params = []
+        for p, sinfo in zip(func.params, self.func_sinfo[name].params or ()):
+            new = self.renew(p, sinfo)
+            self.new_var[p] = new
+            params.append(new)
+            self.set_homes(self.col.env.get(p), new, prologue)
+        ret_devs = self.dev_tree_domains(self.col.ret_domains[name])
+        body = self.seq(func.body, self.tree_want(ret_devs), frame)
+        ret = self.func_sinfo[name].ret
+        return E.Function(params, body, ret, func.is_pure, func.attrs, span=func.span)
+
+    def seq(self, seq: E.SeqExpr, want: Want, frame: _Frame | None = None) -> E.SeqExpr:
+        frame = frame or _Frame()
+        outer = self.cur
+        for block in seq.blocks:
+            self.cur = frame.open(isinstance(block, E.DataflowBlock))
+            for b in block.bindings:
+                self.binding(b)
+        self.cur = frame.last()
+        body = self.rebuild(seq.body, want)
+        body = self.bind_here(body, "ret") if isinstance(body, E.TupleGetItem) else body
+        self.cur = outer
+        blocks = [
+            (E.DataflowBlock if df else E.BindingBlock)(tuple(lst)) for df, lst in frame.blocks if lst
+        ]
+        return E.SeqExpr(blocks, body, span=seq.span)
+
+    def emit(self, old: E.Binding, var: E.Var, value: E.Expr, sinfo: S.StructInfo | None) -> None:
+        new = self.renew(var, sinfo)
+        self.new_var[var] = new
+        if isinstance(old, E.MatchCast):
+            self.cur.append(E.MatchCast(new, value, self.with_devices(old.struct_info, self.dev_tree(self.col.env.get(var))), span=old.span))  # type: ignore[arg-type]
+        else:
+            self.cur.append(E.VarBinding(new, value, span=old.span))
+        self.set_homes(self.col.env.get(var), new, self.cur)
+
+    def binding(self, b: E.Binding) -> None:
+        var = b.var
+        value = b.value  # type: ignore[attr-defined]
+        tree = self.col.env.get(var)
+        devs = self.dev_tree(tree)
+        sinfo = self.with_devices(var.struct_info, devs)
+        if isinstance(value, E.Constant) and not isinstance(b, E.MatchCast):
+            self.const_of[var] = value
+            self.emit(b, var, self.const_on(value, device_key(self.table.default)), self.with_devices(var.struct_info, device_key(self.table.default)))
+            return
+        if isinstance(value, E.Call):
+            self.call(b, var, value, tree, devs, sinfo)
+            return
+        if isinstance(value, E.If):
+            cond = self.rebuild(value.cond, self.everywhere(device_key(self.table.host)))
+            tb = self.seq(value.true_branch, self.tree_want(devs))
+            fb = self.seq(value.false_branch, self.tree_want(devs))
+            self.emit(b, var, E.If(cond, tb, fb, struct_info=sinfo, span=value.span), sinfo)
+            return
+        # aliases: y = x, tuples, projections, match_cast
+        new_value = self.rebuild(value, self.tree_want(devs))
+        self.emit(b, var, new_value, sinfo)
+
+    def call(self, b: E.Binding, var: E.Var, call: E.Call, tree: Tree, devs: Any, sinfo: S.StructInfo | None) -> None:
+        op = call.op
+        if isinstance(op, E.Op):
+            info = op_info(op)
+            beh = info.device_behavior
+            if beh in (DeviceBehavior.ANNOTATION, DeviceBehavior.CROSS_DEVICE):
+                if isinstance(tree, int):
+                    dst = self.pl.value_device(tree)
+                    got = self.materialize(tree, dst, var.name_hint if beh is DeviceBehavior.CROSS_DEVICE else None)
+                    if isinstance(var, E.DataflowVar) or not isinstance(got, E.DataflowVar):
+                        self.new_var[var] = got
+                        return
+                    self.emit(b, var, got, got.struct_info)
+                    return
+                src = self.rebuild(call.args[0], lambda _p: None)
+                self.emit(b, var, src, src.struct_info)
+                return
+            if beh is DeviceBehavior.HOST_ONLY:
+                args = tuple(self.rebuild(a, lambda _p: None) for a in call.args)
+                self.emit(b, var, E.replace(call, args=args), sinfo)
+                return
+        if isinstance(op, E.GlobalVar) and op.name_hint in self.col.param_trees:
+            fs = self.func_sinfo[op.name_hint]
+            args = tuple(
+                self.rebuild(a, self.tree_want(self.dev_tree(pt)))
+                for a, pt in zip(call.args, self.col.param_trees[op.name_hint])
+            )
+            gv = E.GlobalVar(op.name_hint, struct_info=fs)
+            new_call = E.replace(call, op=gv, args=args, struct_info=self.with_devices(call.struct_info, devs))
+            self.emit(b, var, new_call, sinfo)
+            return
+        dom = self.col.op_domain.get(b)
+        dev = self.pl.domain_device(dom) if dom is not None else None
+        want = self.everywhere(dev)
+        args = tuple(self.rebuild(a, want) if not isinstance(a, (E.ExternFunc, E.GlobalVar, E.Op)) else a for a in call.args)
+        sinfo_args = call.sinfo_args
+        if isinstance(op, E.Op) and op.name == "call_dps_packed" and sinfo_args and dev is not None:
+            sinfo_args = (self.with_devices(sinfo_args[0], _broadcast(sinfo_args[0], dev)),) + sinfo_args[1:]
+        new_call = E.replace(call, args=args, sinfo_args=sinfo_args, struct_info=self.with_devices(call.struct_info, devs))
+        self.emit(b, var, new_call, sinfo)
+
+    # -- report ------------------------------------------------------------------
+    def copy_records(self) -> list[dict]:
+        """One JSON-able record per inserted copy: value, devices, bytes, consumers, reason."""
+        by_key: dict[tuple[int, DeviceKey], list] = {k: [] for k in self.copy_order}
+        for d in self.problem.demands:
+            r = self.problem.root_value(d.value)
+            dst = self.pl.domain_device(d.domain) if d.domain is not None else d.device
+            if (r, dst) in by_key:
+                by_key[(r, dst)].append(d)
+        out = []
+        for (r, dst), demands in by_key.items():
+            val = self.problem.values[r]
+            src = self.pl.value_device(r)
+            demands.sort(key=lambda d: _PRIORITY.index(d.kind) if d.kind in _PRIORITY else 99)
+            first = demands[0] if demands else None
+            consumers: list[str] = []
+            for d in demands:
+                if d.consumer not in consumers:
+                    consumers.append(d.consumer)
+            reason = first.reason if first is not None else "planned copy"
+            if first is not None and first.domain is not None:
+                why = self.pl.domain_reason(first.domain)
+                if _specific(why):
+                    reason += f"; it runs on {key_str(dst)} because {why}"
+            src_reason = self.pl.domain_reason(val.domain)
+            if _specific(src_reason):
+                reason += f"; '{val.name}' is on {key_str(src)} because {src_reason}"
+            span = first.span if first is not None else val.span
+            out.append({
+                "value": val.name,
+                "copy": self.copies[(r, dst)].name_hint,
+                "function": val.func,
+                "src": key_str(src),
+                "dst": key_str(dst),
+                "bytes": int(val.nbytes),
+                "consumers": consumers,
+                "reason": reason,
+                "kind": first.kind if first is not None else "planned",
+                "line": None if span is None else span.line,
+                "source": None if span is None else str(span),
+                "pass": "<input>" if any(d.kind == "to_vdevice" for d in demands) else "PlanDevices",
+            })
+        return out
+
+
+def _specific(reason: str) -> bool:
+    """Whether a placement reason names a constraint (not the cut or the default)."""
+    return "minimum cut" not in reason and "default device" not in reason
+
+
+def _broadcast(sinfo: S.StructInfo, dev: DeviceKey) -> Any:
+    if isinstance(sinfo, S.TupleStructInfo):
+        return tuple(_broadcast(f, dev) for f in sinfo.fields)
+    return dev
+
+
+def _collect_names(func: E.Function, out: set[str]) -> None:
+    for p in func.params:
+        out.add(p.name_hint)
+
+    def walk(seq: E.SeqExpr) -> None:
+        for block in seq.blocks:
+            for b in block.bindings:
+                out.add(b.var.name_hint)
+                v = b.value  # type: ignore[attr-defined]
+                if isinstance(v, E.If):
+                    walk(v.true_branch)
+                    walk(v.false_branch)
+
+    walk(func.body)
