@@ -230,6 +230,7 @@ class FunctionParser:
             return expr
         if isinstance(expr, E.Tuple):
             return self.flatten(expr, out, in_dataflow, node)
+        expr = self.flatten(expr, out, in_dataflow, node)  # inner values are bound first
         return self.emit(self.scope.fresh("lv"), expr, out, in_dataflow, node)
 
     def emit(self, name: str, expr: E.Expr, out: list[E.Binding], in_dataflow: bool, node: ast.AST, ann: S.StructInfo | None = None, dataflow_var: bool | None = None) -> E.Var:
