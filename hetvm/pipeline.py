@@ -131,6 +131,13 @@ def build(
         raise HetvmError(f"unknown executor '{executor}' (expected 'vm' or 'graph')")
     lowered = lower(mod, target, target_host, plan_memory, instruments, plan_devices_options)
     metadata = {k: v for k, v in lowered.attrs.items() if _json_like(v)}
+    if "memory_plan" in lowered.attrs:
+        from .analysis.memory_plan import memory_plan_report
+
+        report = memory_plan_report(lowered)
+        metadata["memory_plan_report"] = {
+            fn: {str(dev): entry for dev, entry in devs.items()} for fn, devs in report.items()
+        }
     if executor == "graph":
         from .backend.graph_codegen import graph_codegen
 

@@ -294,6 +294,17 @@ class Executable:
     def __getitem__(self, name: str) -> VMFunction:
         return self.functions[name]
 
+    def memory_plan(self) -> dict:
+        """The build's memory plan: per function, per device index, ``planned_bytes``,
+        ``lower_bound_bytes``, ``no_reuse_bytes``, ``outputs_in_plan`` and
+        ``predicted_peak_bytes`` (what ``VirtualMachine.memory_report()`` should show)."""
+        report = self.metadata.get("memory_plan_report")
+        if not isinstance(report, dict):
+            raise HetvmRuntimeError(
+                "this executable carries no memory plan (built with plan_memory=False?)"
+            )
+        return {fn: {int(d): dict(v) for d, v in devs.items()} for fn, devs in report.items()}
+
     def validate(self) -> Executable:
         """Checks every structural rule; raises BytecodeError naming the place."""
         from .validate import validate_executable
