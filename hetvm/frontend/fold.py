@@ -23,7 +23,7 @@ import numpy as np
 
 from ..ir import prim as P
 
-__all__ = ["SymArray", "Known", "known", "is_known", "fold_node", "SYMBOLIC_FOLDABLE"]
+__all__ = ["SymArray", "known", "is_known", "fold_node", "SYMBOLIC_FOLDABLE"]
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,6 @@ class SymArray:
     def prims(self) -> list[P.PrimExpr]:
         """The elements (flattened) as PrimExprs."""
         return [P.as_prim(int(v)) if not isinstance(v, P.PrimExpr) else v for v in self.data.flat]
-
-
-Known = "np.ndarray | SymArray"
 
 
 def _simplify(v: Any) -> Any:

@@ -305,3 +305,16 @@ def test_node_mapping_names_node_and_op_type(kit):
     assert [by_var[v].value.op.name for v in conv_vars] == ["nn.conv2d"]
     for var in mod["main"].params:
         assert isinstance(var, Var)
+
+
+def test_other_domains_are_listed_with_their_domain(kit):
+    nodes = [helper.make_node("FusedGemm", ["x"], ["y"], domain="com.microsoft")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])],
+    )  # fmt: skip
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    )
+    with pytest.raises(FrontendError, match=r"com\.microsoft\.FusedGemm \(opset 1\)"):
+        from_onnx(model)
