@@ -134,8 +134,9 @@ class Rewriter:
         val = self.problem.values[r]
         sinfo = val.sinfo.with_vdevice(self.vdev(dst))
         kind = dst[0] + str(dst[1])
-        copy = E.Var(self.fresh_name(name or f"{val.name.replace('[', '_').replace(']', '')}_{kind}"),
-                     struct_info=sinfo)
+        # an explicit copy keeps its own variable name; a planned one gets a fresh one
+        label = name or self.fresh_name(f"{val.name.replace('[', '_').replace(']', '')}_{kind}")
+        copy = E.Var(label, struct_info=sinfo)
         call = E.Call(get_op("to_vdevice"), (src,), E.Attrs({"dst_vdevice": self.vdev(dst)}),
                       struct_info=sinfo, span=val.span)
         self.home[r][2].append(E.VarBinding(copy, call, span=val.span))

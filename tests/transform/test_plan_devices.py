@@ -1,0 +1,399 @@
+"""PlanDevices: one test per behaviour of issue 6 (TVM's device-planning scenarios included)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hetvm.op as R
+from hetvm.errors import DevicePlanError
+from hetvm.ir import (
+    BlockBuilder,
+    IRModule,
+    Span,
+    TensorStructInfo,
+    TupleStructInfo,
+    VDevice,
+    Var,
+    VarBinding,
+    assert_structural_equal,
+)
+from hetvm.ir import expr as E
+from hetvm.transform.device_planning import check_device_plan
+from hetvm.transform.plan_devices import PlanDevices, plan_module
+
+CPU = VDevice("llvm", 0)
+SIM = VDevice("sim", 0)
+SIM1 = VDevice("sim", 1)
+
+
+def T(shape=(4, 4), dev=None, dtype="float32"):
+    return TensorStructInfo(shape, dtype, vdevice=dev)
+
+
+def at(call, line):
+    return E.replace(call, span=Span("prog.py", line))
+
+
+def annotate(bb, name, call, sinfo, line=None):
+    """Emits ``name: sinfo = call`` (an annotated binding)."""
+    call = bb.normalize(call)
+    var = Var(name, struct_info=sinfo)
+    span = Span("prog.py", line) if line else None
+    bb.emit_binding(VarBinding(var, call, span=span))
+    return var
+
+
+def module(bb, vdevices=(CPU, SIM)):
+    mod = bb.get()
+    mod.global_infos["vdevice"] = list(vdevices)
+    return mod
+
+
+def bindings(func):
+    out = []
+
+    def walk(seq):
+        for block in seq.blocks:
+            for b in block.bindings:
+                out.append(b)
+                if isinstance(b.value, E.If):
+                    walk(b.value.true_branch)
+                    walk(b.value.false_branch)
+
+    walk(func.body)
+    return out
+
+
+def copies_in(mod, fname="main"):
+    return [b for b in bindings(mod[fname]) if isinstance(b.value, E.Call)
+            and getattr(b.value.op, "name", "") == "to_vdevice"]
+
+
+def dev(var):
+    return str(var.struct_info.vdevice)
+
+
+# ---------------------------------------------------------------------------
+# TVM's scenarios
+# ---------------------------------------------------------------------------
+
+
+def test_op_annotated_to_cpu_inside_sim_program():
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T(dev=SIM))
+    with bb.function("main", [x]):
+        a = bb.emit(R.exp(x), "a")
+        b = annotate(bb, "b", R.negative(a), T(dev=CPU), line=7)
+        c = bb.emit(R.add(b, b), "c")
+        bb.emit_func_output(c)
+    out = PlanDevices(default_vdevice=SIM)(module(bb))
+    check_device_plan(out)
+    bs = {b.var.name_hint: b for b in bindings(out["main"])}
+    assert dev(bs["a"].var) == "sim:0" and dev(bs["b"].var) == "cpu:0"
+    # c follows its cpu input rather than copying it back: cheaper (one copy in total)
+    assert len(copies_in(out)) == 1
+    rec = out.attrs["device_copies"]
+    assert rec[0]["value"] == "a" and rec[0]["dst"] == "cpu:0"
+    assert "prog.py:7" in rec[0]["reason"]
+
+
+def test_fan_out_needs_one_copy():
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T(dev=CPU))
+    w = Var("w", struct_info=T(dev=SIM))
+    with bb.function("main", [x, w]):
+        a = bb.emit(R.add(x, w), "a")
+        b = bb.emit(R.multiply(x, w), "b")
+        c = bb.emit(R.subtract(x, w), "c")
+        d = bb.emit(R.add(a, b), "d")
+        e = bb.emit(R.add(d, c), "e")
+        bb.emit_func_output(e)
+    out = PlanDevices(default_vdevice=SIM)(module(bb))
+    check_device_plan(out)
+    cps = copies_in(out)
+    assert len(cps) == 1 and cps[0].value.args[0].name_hint == "x"
+    assert out.attrs["device_copies"][0]["consumers"] == ["a", "b", "c"]
+
+
+def test_params_and_results_of_called_function():
+    bb = BlockBuilder()
+    p = Var("p", struct_info=T(dev=SIM))
+    with bb.function("f", [p]):
+        r = bb.emit(R.exp(p), "r")
+        bb.emit_func_output(r)
+    x = Var("x", struct_info=T(dev=CPU))
+    with bb.function("main", [x]):
+        y = bb.emit(E.Call(bb.module.get_global_var("f"), (x,)), "y")
+        z = annotate(bb, "z", R.negative(y), T(dev=CPU))
+        bb.emit_func_output(z)
+    out = PlanDevices(default_vdevice=CPU)(module(bb))
+    check_device_plan(out)
+    assert dev(out["f"].params[0]) == "sim:0"
+    assert str(out["f"].ret_struct_info.vdevice) == "sim:0"
+    kinds = sorted(c["kind"] for c in out.attrs["device_copies"])
+    assert len(kinds) == 2  # into f at the boundary, and its result back
+    assert any("function boundary" in c["reason"] for c in out.attrs["device_copies"])
+
+
+def test_tuples_and_projections():
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T(dev=CPU))
+    y = Var("y", struct_info=T(dev=SIM))
+    with bb.function("main", [x, y]):
+        t = bb.emit(E.Tuple((x, y)), "t")
+        a = bb.emit(E.TupleGetItem(t, 0), "a")
+        b = bb.emit(E.TupleGetItem(t, 1), "b")
+        c = bb.emit(R.add(a, b), "c")
+        s = bb.emit(R.split(c, 2, axis=0), "s")
+        s0 = bb.emit(E.TupleGetItem(s, 0), "s0")
+        h = bb.emit(R.hint_on_device(s0, CPU), "h")
+        bb.emit_func_output(E.Tuple((h, s)))
+    out = PlanDevices(default_vdevice=SIM)(module(bb))
+    check_device_plan(out)
+    ret = out["main"].ret_struct_info
+    assert isinstance(ret, TupleStructInfo)
+    # computing on the CPU costs one copy (y); on sim it would cost y's copy and s[0]'s
+    assert str(ret.fields[0].vdevice) == "cpu:0"
+    assert all(str(f.vdevice) == "cpu:0" for f in ret.fields[1].fields)
+    assert [c["value"] for c in out.attrs["device_copies"]] == ["y"]
+
+
+def test_if_condition_on_host_and_branch_results():
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T(dev=SIM))
+    with bb.function("main", [x]):
+        s = bb.emit(R.sum(x), "s")
+        cond = bb.emit(R.greater(s, E.const(0.0, "float32")), "cond")
+        bb.begin_scope()
+        t1 = bb.emit(R.exp(x), "t1")
+        tb = bb.end_scope(t1)
+        bb.begin_scope()
+        f1 = bb.emit(R.negative(x), "f1")
+        fb = bb.end_scope(f1)
+        r = bb.emit(E.If(cond, tb, fb), "r")
+        bb.emit_func_output(r)
+    out = PlanDevices(default_vdevice=SIM)(module(bb))
+    check_device_plan(out)
+    rec = out.attrs["device_copies"]
+    assert len(rec) == 1 and rec[0]["dst"] == "cpu:0" and rec[0]["kind"] == "if-cond"
+    assert rec[0]["bytes"] == 1  # only the bool scalar moves
+
+
+def test_host_only_shape_values_need_no_copy():
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T(dev=SIM))
+    with bb.function("main", [x]):
+        s = bb.emit(R.shape_of(x), "s")
+        y = bb.emit(R.reshape(x, s), "y")
+        bb.emit_func_output(y)
+    out = PlanDevices(default_vdevice=CPU)(module(bb))
+    check_device_plan(out)
+    assert copies_in(out) == []
+    assert dev(bindings(out["main"])[1].var) == "sim:0"
+
+
+def test_existing_explicit_copy_kept():
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T(dev=CPU))
+    with bb.function("main", [x]):
+        y = bb.emit(at(R.to_vdevice(x, SIM), 12), "y")
+        z = bb.emit(R.exp(y), "z")
+        bb.emit_func_output(z)
+    out = PlanDevices(default_vdevice=CPU)(module(bb))
+    check_device_plan(out)
+    cps = copies_in(out)
+    assert [c.var.name_hint for c in cps] == ["y"]
+    rec = out.attrs["device_copies"][0]
+    assert rec["pass"] == "<input>" and rec["line"] == 12 and "R.to_vdevice" in rec["reason"]
+    assert dev(bindings(out["main"])[-1].var) == "sim:0"
+
+
+def test_copy_between_equal_devices_removed():
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T(dev=SIM))
+    with bb.function("main", [x]):
+        y = bb.emit(R.to_vdevice(x, SIM), "y")
+        z = bb.emit(R.exp(y), "z")
+        bb.emit_func_output(z)
+    out = PlanDevices()(module(bb))
+    assert copies_in(out) == [] and out.attrs["device_copies"] == []
+    assert bindings(out["main"])[0].value.args[0] is out["main"].params[0]
+
+
+def test_hint_moves_free_values_without_copy():
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T())
+    with bb.function("main", [x]):
+        a = bb.emit(R.exp(x), "a")
+        h = bb.emit(R.hint_on_device(a, R.device("sim", 0)), "h")
+        b = bb.emit(R.negative(h), "b")
+        bb.emit_func_output(b)
+    out = PlanDevices(default_vdevice=CPU)(module(bb))
+    check_device_plan(out)
+    assert copies_in(out) == []
+    assert {dev(b.var) for b in bindings(out["main"])} == {"sim:0"}
+    assert dev(out["main"].params[0]) == "sim:0"
+
+
+def test_missing_kernel_fallback_from_option_and_target_attrs():
+    def prog(vdevs):
+        bb = BlockBuilder()
+        x = Var("x", struct_info=T(dev=SIM))
+        with bb.function("main", [x]):
+            a = bb.emit(R.exp(x), "a")
+            b = bb.emit(R.nn.softmax(a), "b")
+            c = bb.emit(R.negative(b), "c")
+            bb.emit_func_output(c)
+        return module(bb, vdevs)
+
+    out = PlanDevices(default_vdevice=SIM, missing_kernels={"sim:0": {"nn.softmax"}})(prog([CPU, SIM]))
+    sim_attrs = VDevice("sim", 0, target_attrs=(("missing_kernels", ("nn.softmax",)),))
+    out2 = PlanDevices(default_vdevice=sim_attrs)(prog([CPU, sim_attrs]))
+    for o in (out, out2):
+        check_device_plan(o)
+        names = {b.var.name_hint: dev(b.var) for b in bindings(o["main"])}
+        assert names["b"] == "cpu:0"
+        assert len(o.attrs["device_copies"]) == 2
+        assert any("nn.softmax" in c["reason"] for c in o.attrs["device_copies"])
+
+
+def test_conflicting_pins_error_names_value_and_both_constraints():
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T(dev=CPU))
+    with bb.function("main", [x]):
+        b = annotate(bb, "b", R.nn.softmax(x), T(dev=SIM), line=9)
+        bb.emit_func_output(b)
+    with pytest.raises(DevicePlanError) as err:
+        PlanDevices(missing_kernels={"sim:0": ["nn.softmax"]})(module(bb))
+    msg = str(err.value)
+    assert "'b'" in msg and "prog.py:9" in msg and "sim:0" in msg and "nn.softmax" in msg
+
+
+def test_tuple_outputs_pinned_to_two_devices_error():
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T())
+    with bb.function("main", [x]):
+        s = annotate(bb, "s", R.split(x, 2), TupleStructInfo([T((2, 4), CPU), T((2, 4), SIM)]), line=4)
+        bb.emit_func_output(s)
+    with pytest.raises(DevicePlanError, match=r"'s'.*cpu:0.*sim:0"):
+        PlanDevices()(module(bb))
+
+
+def test_undeclared_vdevice_error_and_default_added():
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T())
+    with bb.function("main", [x]):
+        bb.emit(at(R.hint_on_device(x, R.device("sim", 3)), 5), "y")
+        z = bb.emit(R.add(x, x), "z")
+        bb.emit_func_output(z)
+    with pytest.raises(DevicePlanError, match=r"sim:3.*not declared.*prog.py:5"):
+        PlanDevices()(module(bb))
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T())
+    with bb.function("main", [x]):
+        y = bb.emit(R.exp(x), "y")
+        bb.emit_func_output(y)
+    out = PlanDevices()(bb.get())
+    assert [str(v) for v in out.vdevices] == ["cpu:0"]
+    check_device_plan(out)
+
+
+def three_function_module():
+    """main -> module1 (CPU) -> module2 (accelerator) -> module3 (CPU), pins only."""
+    bb = BlockBuilder()
+    specs = [("module1", CPU, R.exp), ("module2", SIM, R.negative), ("module3", CPU, R.sigmoid)]
+    for name, vd, fn in specs:
+        p = Var("p", struct_info=T(dev=vd))
+        with bb.function(name, [p]):
+            r = bb.emit(fn(p), "r")
+            bb.emit_func_output(r)
+    x = Var("x", struct_info=T())
+    with bb.function("main", [x]):
+        cur = x
+        for name, _, _ in specs:
+            cur = bb.emit(E.Call(bb.module.get_global_var(name), (cur,)), f"o_{name}")
+        bb.emit_func_output(cur)
+    return module(bb)
+
+
+def test_three_function_case_copies_at_call_boundaries():
+    out = PlanDevices(default_vdevice=CPU)(three_function_module())
+    check_device_plan(out)
+    rec = out.attrs["device_copies"]
+    assert [(c["value"], c["src"], c["dst"]) for c in rec] == [
+        ("o_module1", "cpu:0", "sim:0"), ("o_module2", "sim:0", "cpu:0")]
+    assert all("function boundary" in c["reason"] for c in rec)
+
+
+def test_function_called_from_two_devices_gets_boundary_copies():
+    bb = BlockBuilder()
+    p = Var("p", struct_info=T())
+    with bb.function("g", [p]):
+        r = bb.emit(R.exp(p), "r")
+        bb.emit_func_output(r)
+    x = Var("x", struct_info=T(dev=CPU))
+    y = Var("y", struct_info=T(dev=SIM))
+    with bb.function("main", [x, y]):
+        a = bb.emit(E.Call(bb.module.get_global_var("g"), (x,)), "a")
+        b = bb.emit(E.Call(bb.module.get_global_var("g"), (y,)), "b")
+        c = annotate(bb, "c", R.add(a, b), T(dev=SIM))
+        bb.emit_func_output(c)
+    out = PlanDevices(default_vdevice=CPU)(module(bb))
+    check_device_plan(out)
+    assert len(out.functions) == 2  # no clone
+    assert dev(out["g"].params[0]) == "sim:0"
+    assert len(out.attrs["device_copies"]) == 1  # x into g; both results already on sim
+
+
+def test_determinism():
+    mods = [PlanDevices(default_vdevice=CPU)(three_function_module()) for _ in range(2)]
+    assert_structural_equal(mods[0], mods[1])
+    assert mods[0].attrs["device_copies"] == mods[1].attrs["device_copies"]
+
+
+def test_pass_is_idempotent_and_input_untouched():
+    mod = three_function_module()
+    before = mod.script()
+    once = PlanDevices(default_vdevice=CPU)(mod)
+    twice = PlanDevices(default_vdevice=CPU)(once)
+    assert mod.script() == before
+    # the copies the first run inserted are kept, as the user's, and nothing is added
+    assert [c["pass"] for c in twice.attrs["device_copies"]] == ["<input>", "<input>"]
+    assert_structural_equal(once["main"], twice["main"])
+
+
+def test_check_device_plan_rejects_missing_copy():
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T(dev=CPU))
+    y = Var("y", struct_info=T(dev=SIM))
+    with bb.function("main", [x, y]):
+        z = annotate(bb, "z", R.add(x, y), T(dev=SIM), line=3)
+        bb.emit_func_output(z)
+    with pytest.raises(DevicePlanError, match=r"'add'.*'z'.*sim:0.*cpu:0.*prog.py:3"):
+        check_device_plan(module(bb))
+
+
+def test_constant_read_on_two_devices_needs_no_copy():
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T(dev=CPU))
+    y = Var("y", struct_info=T(dev=SIM))
+    c = E.const(np.ones((4, 4), "float32"))
+    with bb.function("main", [x, y]):
+        a = bb.emit(R.add(x, c), "a")
+        b = bb.emit(R.add(y, c), "b")
+        bb.emit_func_output(E.Tuple((a, b)))
+    out = PlanDevices()(module(bb))
+    check_device_plan(out)
+    assert out.attrs["device_copies"] == []
+
+
+def test_plan_result_modeled_cost_matches_copies():
+    res = plan_module(three_function_module(), default_vdevice=CPU)
+    assert res.modeled_cost == (128, 2)
+    assert sum(c["bytes"] for c in res.copies) == 128
+
+
+def test_module_without_devices_is_untouched_semantically():
+    mod = IRModule()
+    assert PlanDevices()(mod).attrs["device_copies"] == []
