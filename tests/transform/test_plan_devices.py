@@ -13,9 +13,9 @@ from hetvm.ir import (
     Span,
     TensorStructInfo,
     TupleStructInfo,
-    VDevice,
     Var,
     VarBinding,
+    VDevice,
     assert_structural_equal,
 )
 from hetvm.ir import expr as E
