@@ -69,7 +69,7 @@ class ExplainReport:
 
 def _plain_table(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
-    fmt = "  ".join("{:<%d}" % w for w in widths)
+    fmt = "  ".join("{:<" + str(w) + "}" for w in widths)
     lines = [fmt.format(*header), fmt.format(*["-" * w for w in widths])]
     lines.extend(fmt.format(*r) for r in rows)
     return lines
