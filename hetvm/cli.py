@@ -1,46 +1,325 @@
 """Command line: ``hetvm demo | run | explain | plan | show``.
 
-Only ``demo`` exists so far; it builds a small example with the BlockBuilder
-and prints it. Later issues grow it.
+Each command is a thin layer over the public API (``hetvm.frontend.from_onnx``,
+``hetvm.build``, ``hetvm.VirtualMachine``, ``hetvm.explain``); the pieces live in
+:mod:`hetvm.cli_support`. A deliberate error (bad model, bad input, impossible
+placement) prints one line ``hetvm: error: ...`` and exits with status 1; a
+traceback is shown only with ``--debug``. See docs/cli.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
+from typing import Any, Sequence
+
+from .errors import HetvmError
+
+EXIT_ERROR = 1
+EXIT_INTERNAL = 3
 
 
-def _demo_module():
-    from . import op
-    from .ir import BlockBuilder, TensorStructInfo, Var
+# -- shared steps ----------------------------------------------------------------
+def _console(args: argparse.Namespace):
+    from .cli_support.console import Console
 
-    x = Var("x", struct_info=TensorStructInfo((4, 8), "float32"))
-    w = Var("w", struct_info=TensorStructInfo((8, 8), "float32"))
-    bb = BlockBuilder()
-    with bb.function("main", [x, w]):
-        with bb.dataflow():
-            h = bb.emit(op.multiply(x, x))
-            y = bb.emit(op.add(h, x))
-            out = bb.emit_output(op.exp(y))
-        bb.emit_func_output(out)
-    return bb.get()
+    return Console(plain=getattr(args, "plain", False))
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    mod = _demo_module()
-    try:
-        print(mod.script())
-    except ImportError:
-        print(repr(mod))
+def _setup(args: argparse.Namespace):
+    from .cli_support.placement import parse_devices, parse_missing
+
+    return parse_devices(args.devices, parse_missing(args.missing_kernel))
+
+
+def _load(args: argparse.Namespace, console) -> Any:
+    from .cli_support.inputs import parse_shapes
+    from .cli_support.loading import load
+
+    shapes = parse_shapes(getattr(args, "shape", None))
+    with console.status(f"importing {args.model}"):
+        return load(args.model, shapes or None)
+
+
+def _place(model: Any, args: argparse.Namespace, setup: Any) -> Any:
+    from .cli_support.placement import apply_pins, parse_place_rules
+
+    rules = parse_place_rules(getattr(args, "place", None), setup)
+    mod, _ = apply_pins(model.mod, rules)
+    return mod
+
+
+def _compile(mod: Any, setup: Any, executor: str, console, want_explain: bool = True) -> Any:
+    from .cli_support.session import compile_program
+    from .pipeline import default_pipeline
+
+    total = len(default_pipeline().passes)
+    with console.progress("building", total) as advance:
+        return compile_program(mod, setup, executor, on_pass=lambda _name: advance(), want_explain=want_explain)
+
+
+def _inputs(model: Any, mod: Any, args: argparse.Namespace):
+    from .cli_support.inputs import make_inputs, parse_assignments, read_inputs
+
+    params = list(mod["main"].params)
+    files = parse_assignments(getattr(args, "input", None), "--input")
+    given, env = read_inputs(files, params, model.input_names)
+    return make_inputs(params, given, env, seed=getattr(args, "seed", 0))
+
+
+def _memory_rows(compiled: Any, result: Any) -> list[dict]:
+    from .cli_support.reports import memory_rows, plan_of
+
+    return memory_rows(plan_of(compiled.exe, compiled.lowered), result.memory)
+
+
+def _header(console, model: Any, setup: Any, args: argparse.Namespace) -> None:
+    devices = ", ".join(setup.names)
+    missing = "; ".join(f"{d} lacks {', '.join(sorted(o))}" for d, o in setup.missing_kernels.items())
+    console.print(f"model:    {model.label} ({model.kind})")
+    console.print(f"devices:  {devices} (default {setup.names[0]})" + (f"; {missing}" if missing else ""))
+    if getattr(args, "place", None):
+        console.print(f"pinned:   {', '.join(args.place)}")
+
+
+def _run_and_report(console, model: Any, mod: Any, setup: Any, args: argparse.Namespace) -> int:
+    from .cli_support.reports import copies_table, memory_table, outputs_table
+    from .cli_support.session import run
+
+    args_np, notes = _inputs(model, mod, args)
+    t0 = time.perf_counter()
+    compiled = _compile(mod, setup, args.executor, console)
+    build_s = time.perf_counter() - t0
+    for note in notes:
+        console.print(f"input:    {note}")
+    with console.status("running"):
+        result = run(compiled, args_np, trace=False, repeat=getattr(args, "repeat", 1))
+    console.print(f"build:    {build_s:.2f} s;  run: {result.seconds * 1000:.1f} ms ({args.executor})")
+    names = _output_names(model)
+    console.table(outputs_table(result.outputs, names))
+    if getattr(args, "save_outputs", None):
+        _save_outputs(args.save_outputs, result.outputs, names)
+        console.print(f"outputs saved to {args.save_outputs}")
+    console.table(copies_table(compiled.explain if setup.heterogeneous else None))
+    console.table(memory_table(_memory_rows(compiled, result)))
     return 0
 
 
+def _output_names(model: Any) -> list[str] | None:
+    if model.proto is None:
+        return None
+    return [o.name for o in model.proto.graph.output]
+
+
+def _save_outputs(path: str, outputs: Sequence[Any], names: Sequence[str] | None) -> None:
+    import numpy as np
+
+    keys = list(names) if names and len(names) == len(outputs) else [f"output_{i}" for i in range(len(outputs))]
+    np.savez(path, **dict(zip(keys, outputs)))
+
+
+# -- commands -------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    console = _console(args)
+    setup = _setup(args)
+    model = _load(args, console)
+    _header(console, model, setup, args)
+    mod = _place(model, args, setup)
+    return _run_and_report(console, model, mod, setup, args)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from .cli_support.reports import copies_table
+
+    console = _console(args)
+    setup = _setup(args)
+    model = _load(args, console)
+    _header(console, model, setup, args)
+    mod = _place(model, args, setup)
+    compiled = _compile(mod, setup, "vm", console)
+    console.table(copies_table(compiled.explain if setup.heterogeneous else None))
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from .cli_support.memory_view import arena_layout, live_series
+    from .cli_support.reports import memory_table
+    from .cli_support.session import run
+
+    console = _console(args)
+    setup = _setup(args)
+    model = _load(args, console)
+    _header(console, model, setup, args)
+    mod = _place(model, args, setup)
+    args_np, _ = _inputs(model, mod, args)
+    compiled = _compile(mod, setup, "vm", console, want_explain=False)
+    with console.status("running (traced)"):
+        result = run(compiled, args_np, trace=True)
+    rows = _memory_rows(compiled, result)
+    console.table(memory_table(rows))
+    series = live_series(result.events)
+    for dev, s in series.items():
+        console.print(
+            f"{dev}: peak with kills {s.peak} B, without kills {s.peak_without_kills} B "
+            f"({len(s.steps)} allocator events)"
+        )
+    if args.plot:
+        from .cli_support.plots import plot_memory
+
+        bounds = {r["device"]: r.get("lower_bound") for r in rows}
+        plot_memory(args.plot, series, arena_layout(compiled.lowered), bounds,
+                    title=f"{os.path.basename(model.label)} on {', '.join(setup.names)}")  # fmt: skip
+        console.print(f"plot written to {args.plot}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from .cli_support.graph_model import extract_graph
+    from .cli_support.graph_render import to_dot, to_svg
+    from .cli_support.ir_text import module_text
+    from .cli_support.placement import device_name
+
+    console = _console(args)
+    setup = _setup(args)
+    model = _load(args, console)
+    mod = _place(model, args, setup)
+    stage = args.stage
+    if stage != "source":
+        compiled = _compile(mod, setup, "vm", console, want_explain=False)
+        mod = compiled.lowered if stage == "lowered" else (compiled.planned or compiled.source)
+    if args.format == "text":
+        text = module_text(mod, full=args.full)
+    else:
+        graph = extract_graph(mod, default_device=device_name(setup.default))
+        text = to_dot(graph) if args.format == "dot" else to_svg(graph, prefer_graphviz=not args.builtin_layout)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+        console.print(f"{args.format} written to {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .cli_support.demo_model import DEMO_DEVICES, DEMO_MISSING, demo_module
+    from .cli_support.loading import LoadedModel
+    from .cli_support.placement import parse_devices
+
+    console = _console(args)
+    with console.status("building the demo model"):
+        mod, origin = demo_module(batch=args.batch)
+    console.heading("hetvm demo")
+    console.print(
+        "A small CNN classifier (built in code"
+        + (" as an ONNX graph and imported" if origin == "onnx" else " with the BlockBuilder")
+        + ") runs on a simulated accelerator (sim:0) and the CPU. sim:0 has no softmax "
+        "kernel, so the device planner moves that op to the CPU and inserts the copy its input needs."
+    )
+    setup = parse_devices(DEMO_DEVICES, DEMO_MISSING)
+    model = LoadedModel(mod, "<demo>", origin)
+    _header(console, model, setup, args)
+    args.executor = "vm"
+    return _run_and_report(console, model, mod, setup, args)
+
+
+# -- argument parsing ---------------------------------------------------------------
+def _common(p: argparse.ArgumentParser, model: bool = True) -> None:
+    if model:
+        p.add_argument("model", metavar="MODEL", help="an .onnx model or a TVMScript .py file")
+        p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
+                       help="override an ONNX input's shape (a name keeps a dim symbolic)")  # fmt: skip
+        p.add_argument("--devices", default="cpu", metavar="DEV,DEV",
+                       help="devices in order, the first is the default (e.g. sim:0,cpu)")  # fmt: skip
+        p.add_argument("--place", action="append", metavar="OP_OR_NODE=DEVICE",
+                       help="pin an ONNX op type, node name, hetvm op or value to a device")  # fmt: skip
+        p.add_argument("--missing-kernel", action="append", metavar="DEVICE=OP[,OP]",
+                       help="configure a sim device without kernels for these hetvm ops")  # fmt: skip
+    p.add_argument("--plain", action="store_true", help="plain-text tables (no rich)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+
+
+def _inputs_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input array (.npy)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hetvm", description="hetvm: tensor programs across devices")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("demo", help="run the built-in example on sim:0 + cpu (no file needed)")
+    _common(p, model=False)
+    p.add_argument("--batch", type=int, default=2, help="batch size of the demo model")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_demo, repeat=1)
+
+    p = sub.add_parser("run", help="run a model; print outputs, copies and memory")
+    _common(p)
+    _inputs_args(p)
+    p.add_argument("--executor", choices=("vm", "graph"), default="vm")
+    p.add_argument("--repeat", type=int, default=1, help="run N times, report the last")
+    p.add_argument("--save-outputs", metavar="FILE.npz", help="save the outputs")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("explain", help="the table of device copies and their reasons")
+    _common(p)
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("plan", help="memory: no-reuse, lower bound, planned and measured peak")
+    _common(p)
+    _inputs_args(p)
+    p.add_argument("--memory", action="store_true", help="the memory report (the default)")
+    p.add_argument("--plot", metavar="FILE.png", help="draw live bytes and the arena layout")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("show", help="the IR as text, or the graph as dot/svg")
+    _common(p)
+    p.add_argument("--format", choices=("text", "dot", "svg"), default="text")
+    p.add_argument("--stage", choices=("source", "planned", "lowered"), default=None,
+                   help="which IR: as loaded, after device planning (graph default), or lowered")  # fmt: skip
+    p.add_argument("--full", action="store_true", help="print constants in full")
+    p.add_argument("--builtin-layout", action="store_true", help="svg without graphviz")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.set_defaults(func=cmd_show)
+    return parser
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip() or type(err).__name__
+    return text.splitlines()[0]
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hetvm", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="run the built-in example").set_defaults(func=cmd_demo)
+    parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    if getattr(args, "command", None) == "show" and args.stage is None:
+        args.stage = "source" if args.format == "text" else "planned"
+    try:
+        return int(args.func(args))
+    except HetvmError as err:
+        if args.debug:
+            raise
+        print(f"hetvm: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_ERROR
+    except (OSError, MemoryError) as err:
+        if args.debug:
+            raise
+        print(f"hetvm: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("hetvm: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 - a bug: say so, keep the traceback behind --debug
+        if args.debug:
+            raise
+        print(
+            f"hetvm: internal error: {type(err).__name__}: {_one_line(err)} (run with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

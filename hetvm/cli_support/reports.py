@@ -1,0 +1,169 @@
+"""Report tables for the commands: outputs, copies and memory.
+
+Each function turns facts (arrays, the planner's explain report, the memory
+plan, the VM's memory report) into a :class:`~.console.Table`, so commands
+only choose which tables to print and tests can read the rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .console import Table, format_bytes
+
+__all__ = ["outputs_table", "copies_table", "memory_table", "memory_rows", "plan_of"]
+
+
+def outputs_table(outputs: Sequence[np.ndarray], names: Sequence[str] | None = None) -> Table:
+    """Shape, dtype and value statistics of each output."""
+    t = Table("Outputs", ["output", "shape", "dtype", "min", "max", "mean", "finite"])
+    for i, arr in enumerate(outputs):
+        name = names[i] if names and i < len(names) else f"output {i}"
+        a = np.asarray(arr)
+        if a.size and a.dtype.kind in "fiub":
+            af = a.astype(np.float64)
+            stats = [f"{af.min():.4g}", f"{af.max():.4g}", f"{af.mean():.4g}"]
+            finite = "yes" if np.isfinite(af).all() else "NO"
+        else:
+            stats, finite = ["-", "-", "-"], "-"
+        t.add(name, tuple(a.shape), a.dtype, *stats, finite)
+    return t
+
+
+def _field(entry: Any, *names: str, default: Any = None) -> Any:
+    for n in names:
+        if isinstance(entry, Mapping) and n in entry:
+            return entry[n]
+        if hasattr(entry, n):
+            return getattr(entry, n)
+    return default
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ", ".join(_text(v) for v in value) or "-"
+    return str(value)
+
+
+def copies_of(report: Any) -> list[Any]:
+    """The copy entries of an explain report (object or dict)."""
+    if report is None:
+        return []
+    copies = _field(report, "copies", default=None)
+    return list(copies) if copies is not None else []
+
+
+def copies_table(report: Any) -> Table:
+    """Every copy the device planner inserted, with its reason, and totals."""
+    t = Table("Device copies", ["value", "from", "to", "bytes", "consumers", "reason", "pass"])
+    totals: dict[tuple[str, str], list[int]] = {}
+    for c in copies_of(report):
+        src = _text(_field(c, "src", "source", "src_device", "from_device"))
+        dst = _text(_field(c, "dst", "destination", "dst_device", "to_device"))
+        nbytes = _field(c, "bytes", "nbytes", "num_bytes")
+        t.add(
+            _text(_field(c, "value", "name", "var")),
+            src,
+            dst,
+            format_bytes(nbytes) if isinstance(nbytes, int) else _text(nbytes),
+            _text(_field(c, "consumers", "users")),
+            _text(_field(c, "reason", "why")),
+            _text(_field(c, "pass_name", "inserted_by", "pass", default="PlanDevices")),
+        )
+        entry = totals.setdefault((src, dst), [0, 0])
+        entry[0] += 1
+        entry[1] += nbytes if isinstance(nbytes, int) else 0
+    if totals:
+        t.footer = "totals: " + "; ".join(
+            f"{s} -> {d}: {n} cop{'y' if n == 1 else 'ies'}, {format_bytes(b)}"
+            for (s, d), (n, b) in sorted(totals.items())
+        )
+    elif report is None:
+        t.footer = "(a single device: no copies)"
+    return t
+
+
+def plan_of(exe: Any, lowered: Any = None) -> dict[str, dict[str, Any]]:
+    """Per device name (``cpu:0``): the memory planner's figures for ``main``.
+
+    Reads ``exe.memory_plan()`` (function -> executable device index -> figures)
+    and names each index after the executable's device list; empty when the
+    build carries no plan.
+    """
+    plan: Any = None
+    if hasattr(exe, "memory_plan"):
+        try:
+            plan = exe.memory_plan()
+        except Exception:  # noqa: BLE001 - a missing plan only empties a report column
+            plan = None
+    if not isinstance(plan, Mapping):
+        return {}
+    main = plan.get("main")
+    if not isinstance(main, Mapping):
+        return {}
+    devices = list(getattr(exe, "devices", None) or [{"kind": "cpu", "index": 0}])
+    out: dict[str, dict[str, Any]] = {}
+    for key, figures in main.items():
+        try:
+            idx = int(key)
+            name = f"{devices[idx]['kind']}:{devices[idx]['index']}"
+        except (ValueError, IndexError, KeyError, TypeError):
+            name = str(key)
+        if isinstance(figures, Mapping):
+            out[name] = dict(figures)
+    return out
+
+
+def _norm(dev: str) -> str:
+    return dev.replace("llvm", "cpu")
+
+
+def memory_rows(plan: Mapping[str, Mapping[str, Any]], measured: Mapping[str, Mapping[str, Any]]) -> list[dict]:
+    """One dict per device: no_reuse, lower_bound, planned, measured peak, calls."""
+    planned_by = {_norm(k): v for k, v in plan.items()}
+    names = list(dict.fromkeys([*map(_norm, measured), *planned_by]))
+    rows = []
+    for dev in names:
+        p = planned_by.get(dev, {})
+        m = measured.get(dev, {}) or {}
+        rows.append(
+            {
+                "device": dev,
+                "no_reuse": p.get("no_reuse_bytes"),
+                "lower_bound": p.get("lower_bound_bytes"),
+                "planned": p.get("planned_bytes"),
+                "predicted_peak": p.get("predicted_peak_bytes"),
+                "peak": m.get("peak_bytes"),
+                "alloc_calls": m.get("alloc_calls"),
+            }
+        )
+    return rows
+
+
+def memory_table(rows: Sequence[Mapping[str, Any]]) -> Table:
+    """Per device: what the plan promised and what the run measured."""
+    t = Table(
+        "Memory per device",
+        ["device", "no reuse", "lower bound", "planned", "predicted peak", "measured peak",
+         "planned / bound", "allocs"],
+    )
+    for r in rows:
+        lb, planned = r.get("lower_bound"), r.get("planned")
+        ratio = f"{planned / lb:.3f}" if isinstance(lb, int) and lb and isinstance(planned, int) else "-"
+        t.add(
+            r["device"],
+            format_bytes(r.get("no_reuse")),
+            format_bytes(lb),
+            format_bytes(planned),
+            format_bytes(r.get("predicted_peak")),
+            format_bytes(r.get("peak")),
+            ratio,
+            "-" if r.get("alloc_calls") is None else r["alloc_calls"],
+        )
+    if rows and all(r.get("planned") is None for r in rows):
+        t.footer = "(no memory plan in this build: planned figures unavailable)"
+    return t
