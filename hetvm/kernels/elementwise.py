@@ -31,6 +31,9 @@ _SAFE_UFUNCS = {
 }
 
 
+_NO_POSITIONAL_OUT = frozenset({"maximum", "minimum"})
+
+
 def _is_int(arr: Any) -> bool:
     return arr.dtype.kind in "iub"
 
@@ -44,7 +47,12 @@ def _make_ufunc_kernel(op: str, ufunc_name: str) -> None:
         getattr(xp, ufunc_name)(a, b, out=out)
 
     def specialize(xp: Any, attrs: dict) -> Any:
-        return getattr(xp, ufunc_name) if xp is np else None
+        if xp is not np:
+            return None
+        if ufunc_name in _NO_POSITIONAL_OUT:  # NumPy deprecates a third positional arg here
+            ufunc = getattr(np, ufunc_name)
+            return lambda a, b, out: ufunc(a, b, out=out)
+        return getattr(xp, ufunc_name)
 
     kernel.__name__ = f"kernel_{op}"
     register_kernel(op, specialize=specialize)(kernel)
