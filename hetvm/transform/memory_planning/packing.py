@@ -174,6 +174,43 @@ def _greedy(
     return offsets, total
 
 
+def _squeaky_wheel(
+    buffers: Sequence[Buffer],
+    conflicts: list[list[int]],
+    footprints: list[int],
+    lower: int,
+    to_beat: int,
+    iterations: int,
+    seed: int,
+) -> tuple[list[int], int] | None:
+    """Re-runs the greedy with priorities raised for buffers that ended up above
+    the lower bound (the further above, the more), so they are placed earlier
+    next time. Seeded, so the result is deterministic."""
+    rng = random.Random(seed)
+    prio = [float(b.size) for b in buffers]
+    idx = range(len(buffers))
+    found: tuple[list[int], int] | None = None
+    for _ in range(iterations):
+        order = sorted(idx, key=lambda i: (-prio[i], buffers[i].start, i))
+        last: tuple[list[int], int] | None = None
+        for best_fit in (True, False):
+            got = _greedy(buffers, conflicts, order, footprints, best_fit)
+            assert got is not None
+            if last is None or got[1] < last[1]:
+                last = got
+            if got[1] < to_beat:
+                found, to_beat = got, got[1]
+        if to_beat <= lower:
+            break
+        assert last is not None
+        offsets, total = last
+        for i in idx:
+            end = offsets[i] + buffers[i].size
+            if end > lower:
+                prio[i] += buffers[i].size * (0.5 + rng.random()) * (end - lower) / max(1, total - lower)
+    return found
+
+
 def _orders(buffers: Sequence[Buffer], conflicts: list[list[int]]) -> list[tuple[str, list[int]]]:
     idx = range(len(buffers))
     weight = [sum(buffers[j].size for j in conflicts[i]) + buffers[i].size for i in idx]
@@ -196,9 +233,9 @@ def pack(
 ) -> PackResult:
     """Places every buffer; returns the smallest arena the strategies found.
 
-    ``search_iterations`` bounds a seeded random search (perturbed size order)
-    run after the greedy strategies when they miss the lower bound; by default
-    it scales down with the number of buffers so large programs stay fast.
+    ``search_iterations`` bounds a seeded squeaky-wheel search run after the
+    greedy strategies when they miss the lower bound; by default it scales
+    down with the number of buffers so large programs stay fast.
     """
     if not buffers:
         return PackResult({}, 0, "empty")
@@ -224,17 +261,8 @@ def pack(
     if iterations is None:
         iterations = max(0, min(300, 60_000 // max(1, len(buffers))))
     if best[1] > lower and iterations:
-        rng = random.Random(seed)
-        base = dict(strategies)["size"]
-        for _ in range(iterations):
-            noisy = sorted(
-                base, key=lambda i: (-buffers[i].size * rng.uniform(0.7, 1.3), buffers[i].start)
-            )
-            for best_fit in (True, False):
-                got = _greedy(buffers, conflicts, noisy, footprints, best_fit, best[1])
-                if got is not None and got[1] < best[1]:
-                    best, best_name = got, "search"
-            if best[1] <= lower:
-                break
+        got = _squeaky_wheel(buffers, conflicts, footprints, lower, best[1], iterations, seed)
+        if got is not None:
+            best, best_name = got, "squeaky-wheel"
     offsets, total = best
     return PackResult({b.key: offsets[i] for i, b in enumerate(buffers)}, total, best_name)
