@@ -397,3 +397,16 @@ def test_plan_result_modeled_cost_matches_copies():
 def test_module_without_devices_is_untouched_semantically():
     mod = IRModule()
     assert PlanDevices()(mod).attrs["device_copies"] == []
+
+
+def test_three_function_case_runs_and_matches_single_device():
+    pytest.importorskip("hetvm.runtime.vm")
+    import hetvm
+    from hetvm.pipeline import build
+
+    x = np.random.default_rng(0).standard_normal((4, 4)).astype("float32")
+    exe = build(three_function_module(), target="llvm")
+    vm = hetvm.VirtualMachine(exe, [hetvm.cpu(0), hetvm.device("sim", 0)])
+    got = vm["main"](x).numpy()
+    ref = 1 / (1 + np.exp(np.exp(x)))  # sigmoid(negative(exp(x)))
+    np.testing.assert_allclose(got, ref, rtol=1e-5)
