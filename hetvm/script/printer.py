@@ -27,6 +27,7 @@ from ._walk import FunctionFacts
 INDENT = "    "
 HEADER_I = "# from tvm.script import ir as I"
 HEADER_T = "# from tvm.script import tirx as T"
+HEADER_AXIS = "# from tvm.tirx.layout import Axis"  # TVM 0.27 prints it with T
 HEADER_R = "# from tvm.script import relax as R"
 HEADER_TYPEVAR = "# from typing import TypeVar"
 
@@ -249,7 +250,7 @@ def _header(uses_t: bool, typevars: dict[str, None]) -> list[str]:
     lines = [HEADER_TYPEVAR] if typevars else []
     lines.append(HEADER_I)
     if uses_t:
-        lines.append(HEADER_T)
+        lines.extend([HEADER_T, HEADER_AXIS])
     lines.append(HEADER_R)
     return lines
 
@@ -274,7 +275,7 @@ def print_module(mod: IRModule, **_options: Any) -> str:
     lines.append("@I.ir_module")
     lines.append("class Module:")
     lines.extend(body or [f"{INDENT}pass"])
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)  # no final newline, as TVM's script()
 
 
 def _global_infos(printer: _Printer, infos: dict[str, Any]) -> str:

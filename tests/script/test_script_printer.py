@@ -34,10 +34,11 @@ def _dyn_module():
 def test_module_text_matches_tvm_layout():
     text = print_module(_dyn_module())
     lines = text.splitlines()
-    assert lines[:4] == [
+    assert lines[:5] == [
         "# from typing import TypeVar",
         "# from tvm.script import ir as I",
         "# from tvm.script import tirx as T",
+        "# from tvm.tirx.layout import Axis",
         "# from tvm.script import relax as R",
     ]
     assert 'n = TypeVar("n")' in lines
