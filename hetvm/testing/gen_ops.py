@@ -340,7 +340,8 @@ def op_split(g: FunctionGen) -> E.Expr | None:
     axis = g.draw_choice(axes)
     dim = int(P.const_value(shape[axis]))  # type: ignore[arg-type]
     if g.draw_bool():
-        sections: Any = g.draw_int(1, min(dim, 3))
+        # sections that do not divide the axis: see tests/reliability/test_known_bugs.py
+        sections: Any = g.draw_choice([d for d in (1, 2, 3) if dim % d == 0])
     else:
         cuts = sorted(set(g.draw_int(0, dim) for _ in range(g.draw_int(1, 2))))
         sections = tuple(cuts)

@@ -394,7 +394,8 @@ class FunctionGen(_Drawer):
         result: E.Expr = self.draw_choice(same)
         if self.draw_bool(0.7):
             ctor = R.logical_not if dtype == "bool" else self.draw_choice([R.negative, R.abs])
-            result = ctor(result)
+            # bound, not left as the branch's body: see test_known_bugs (non-leaf If body)
+            result = self.bb.emit(ctor(result))
         seq = self.bb.end_scope(result)
         self.pool, self.tuples = saved_pool, saved_tuples
         return seq

@@ -13,7 +13,8 @@ Where hetvm differs from TVM 0.27:
   value read inside a branch counts as read by the ``If`` binding, and values
   local to a branch are killed inside it (the branch result is not);
 * aliases are tracked: a value reached through ``TupleGetItem`` of a literal
-  tuple or a ``vm.builtin.reshape`` view shares its root's bytes, so the root
+  tuple, a ``vm.builtin.reshape`` view or a ``match_cast`` that defines new
+  symbolic vars (kept by canonicalisation) shares its root's bytes, so the root
   is killed after the last use of any alias (killing an alias alone would
   poison bytes still in use), and the alias registers are cleared then with
   ``vm.kill_object``. Aliases of parameters and outputs are never killed.
@@ -69,6 +70,10 @@ class _FunctionFacts:
         while seen < 10_000:
             seen += 1
             value = self.value_of.get(var)
+            if isinstance(value, E.Var):
+                # y = x or a match_cast of x that canonicalisation kept: the same object
+                var = value
+                continue
             if isinstance(value, E.TupleGetItem) and isinstance(value.tuple_value, E.Var):
                 tup = self.value_of.get(value.tuple_value)
                 if isinstance(tup, E.Tuple):

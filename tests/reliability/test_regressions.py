@@ -1,0 +1,25 @@
+"""Minimal programs the generated-program properties found, kept as regressions."""
+
+import numpy as np
+
+import hetvm
+from hetvm.script import from_source
+
+MATCH_CAST_OUTPUT = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1,), dtype="float32")) -> R.Tensor(dtype="float32", ndim=1):
+        d0 = T.int64()
+        lv: R.Tensor((1,), dtype="float32") = R.tanh(x)
+        lv1: R.Tensor((d0,), dtype="float32") = R.match_cast(lv, R.Tensor((d0,), dtype="float32"))
+        return lv1
+'''
+
+
+def test_match_cast_of_an_output_is_not_killed():
+    """KillAfterLastUse killed `lv` after a match_cast that defines `d0`, although
+    the match_cast's result (the same tensor) is returned."""
+    vm = hetvm.VirtualMachine(hetvm.build(from_source(MATCH_CAST_OUTPUT)), poison=True)
+    out = vm["main"](np.ones(1, "float32"))
+    np.testing.assert_allclose(out.numpy(), np.tanh(np.ones(1, "float32")), rtol=1e-6)
