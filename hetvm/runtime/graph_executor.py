@@ -1,0 +1,286 @@
+"""The graph executor: runs a static graph (see :mod:`hetvm.backend.graph_codegen`).
+
+``create(graph, lib, devices)`` allocates every storage once on its device,
+binds each kernel once (``hetvm.kernels.bind_kernel``) and turns the node list
+into a list of closures; ``run()`` calls them in order. ``__copy`` nodes move
+data between devices with the DeviceAPI. Every kernel input and output must
+live on the node's device, or a :class:`DeviceMismatchError` names the tensor,
+both devices and the node. ``create(..., debug=True)`` gives a
+:class:`DebugGraphExecutor` that times every node and can dump every output.
+
+Artifacts: ``export_graph(module, path)`` / ``load_graph(path)`` write one zip
+with ``manifest.json`` (format, version, member hashes), ``graph.json``,
+``lib.json`` and ``params.npz`` (loaded with ``allow_pickle=False``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import time
+import zipfile
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import ArtifactError, DeviceMismatchError, HetvmRuntimeError
+from .device import Device, copy_array, device
+from .memory import make_allocator
+from .ndarray import NDArray, view
+from .ndarray import array as nd_array
+
+__all__ = ["create", "GraphExecutor", "DebugGraphExecutor", "export_graph", "load_graph"]
+
+FORMAT_NAME = "hetvm-graph"
+FORMAT_VERSION = 1
+
+
+def _resolve(graph: dict, devices: Sequence[Device | str] | Device | str | None) -> list[Device]:
+    wanted = graph["devices"]
+    if devices is None:
+        return [device(d["kind"], d["index"]) for d in wanted]
+    if isinstance(devices, (Device, str)):
+        devices = [devices]
+    out = [d if isinstance(d, Device) else device(d) for d in devices]
+    if len(out) != len(wanted):
+        names = ", ".join(f"{d['kind']}:{d['index']}" for d in wanted)
+        raise HetvmRuntimeError(f"the graph uses {len(wanted)} device(s) ({names}), but {len(out)} were given")
+    return out
+
+
+class GraphExecutor:
+    """Runs one graph: ``set_input``, ``run``, ``get_output``, ``get_num_outputs``."""
+
+    def __init__(self, graph: dict, lib: dict, devices: Sequence[Device | str] | None = None) -> None:
+        _validate(graph, lib)
+        self.graph = graph
+        self.lib = lib
+        self.devices = _resolve(graph, devices)
+        self._allocators = {d: make_allocator("naive", d) for d in dict.fromkeys(self.devices)}
+        self._storages = [self._allocators[self.devices[s["device"]]].alloc(s["bytes"]) for s in graph["storages"]]
+        self.entries: list[NDArray] = [
+            view(self._storages[e["storage_id"]], e["offset"], e["shape"], e["dtype"]) for e in graph["entries"]
+        ]
+        params = lib.get("params") or {}
+        for name, eid in graph["params"].items():
+            if name not in params:
+                raise HetvmRuntimeError(f"graph parameter '{name}' is missing from the library")
+            self._write(eid, params[name], name)
+        self._steps: list[tuple[dict, Callable[[], None]]] = [
+            (n, self._compile(i, n)) for i, n in enumerate(graph["nodes"]) if n["op"] != "null"
+        ]
+
+    # -- set-up ------------------------------------------------------------------
+    def _write(self, eid: int, value: Any, what: str) -> None:
+        dst = self.entries[eid]
+        if isinstance(value, NDArray):
+            src_dev, src = value.device, value._data
+        else:
+            host = np.asarray(value)
+            src_dev, src = device("cpu", 0), host
+        if tuple(src.shape) != dst.shape or str(src.dtype) != dst.dtype:
+            raise HetvmRuntimeError(
+                f"input '{what}': expected {dst.shape} {dst.dtype}, given {tuple(src.shape)} {src.dtype}")
+        copy_array(src_dev, src, dst.device, dst._data)
+
+    def _compile(self, index: int, node: dict) -> Callable[[], None]:
+        node_dev = self._node_device(node)
+        if node["op"] == "__copy":
+            src = self.entries[node["inputs"][0]["entry"]]
+            dst = self.entries[node["outputs"][0]]
+            if dst.device is not node_dev:
+                raise self._mismatch(node, index, "destination", dst.device, node_dev)
+            return lambda: copy_array(src.device, src._data, dst.device, dst._data)
+        from ..kernels import bind_kernel
+
+        k = self.lib["kernels"][node["lib"]]
+        if k["op"] in node_dev.api.missing_kernels:
+            raise HetvmRuntimeError(f"node {index} ('{node.get('binding', k['op'])}'): {node_dev} has no kernel for '{k['op']}'")
+        fn = bind_kernel(k["op"], node_dev.kind, node_dev.api.xp, dict(k["attrs"]))
+        args: list[Any] = []
+        for a in node["inputs"]:
+            if "entry" in a:
+                nd = self.entries[a["entry"]]
+                if nd.device is not node_dev:
+                    raise self._mismatch(node, index, f"entry {a['entry']}", nd.device, node_dev)
+                args.append(nd._data)
+            else:
+                args.append(tuple(a["imm"]) if isinstance(a["imm"], list) else a["imm"])
+        for eid in node["outputs"]:
+            nd = self.entries[eid]
+            if nd.device is not node_dev:
+                raise self._mismatch(node, index, f"output entry {eid}", nd.device, node_dev)
+            args.append(nd._data)
+        return lambda: fn(*args)
+
+    def _node_device(self, node: dict) -> Device:
+        want = node["device"]
+        for i, d in enumerate(self.graph["devices"]):
+            if d["kind"] == want["kind"] and d["index"] == want["index"]:
+                return self.devices[i]
+        raise HetvmRuntimeError(f"node device {want} is not in the graph's device list")
+
+    @staticmethod
+    def _mismatch(node: dict, index: int, what: str, got: Device, want: Device) -> DeviceMismatchError:
+        label = node.get("binding") or node.get("name")
+        return DeviceMismatchError(
+            f"node {index} '{node['op']}:{label}': tensor {what} lives on {got}, but the node runs on {want}")
+
+    # -- API -------------------------------------------------------------------------
+    def set_input(self, key: str | int | None = None, value: Any = None, **kwargs: Any) -> None:
+        """Sets an input (by name or position) or several as keywords; params too."""
+        items = list(kwargs.items())
+        if key is not None:
+            items.insert(0, (key, value))
+        names = list(self.graph["inputs"])
+        for k, v in items:
+            name = names[k] if isinstance(k, int) else k
+            eid = self.graph["inputs"].get(name, self.graph["params"].get(name))
+            if eid is None:
+                raise HetvmRuntimeError(f"the graph has no input '{name}' (inputs: {', '.join(names)})")
+            self._write(eid, v, name)
+
+    def run(self, **inputs: Any) -> None:
+        if inputs:
+            self.set_input(**inputs)
+        for _node, step in self._steps:
+            step()
+
+    def get_num_outputs(self) -> int:
+        return len(self.graph["outputs"])
+
+    def get_output(self, index: int) -> NDArray:
+        """Output ``index`` as a fresh NDArray on its device (later runs do not change it)."""
+        src = self.entries[self.graph["outputs"][index]]
+        out = nd_array(np.empty(src.shape, src.dtype), src.device)
+        copy_array(src.device, src._data, out.device, out._data)
+        return out
+
+    def get_input(self, name: str) -> NDArray:
+        return self.entries[self.graph["inputs"][name]]
+
+
+class DebugGraphExecutor(GraphExecutor):
+    """Times every node of a run and can dump every node's output."""
+
+    def run(self, dump: bool = False, **inputs: Any) -> None:  # type: ignore[override]
+        if inputs:
+            self.set_input(**inputs)
+        self.timings: list[dict] = []
+        self.dumps: dict[str, list[np.ndarray]] = {}
+        for i, (node, step) in enumerate(self._steps):
+            t0 = time.perf_counter()
+            step()
+            node_dev = self._node_device(node)
+            node_dev.api.synchronize()
+            label = f"{i}:{node['op']}:{node.get('binding') or node.get('name')}"
+            self.timings.append({"node": label, "device": str(node_dev), "seconds": time.perf_counter() - t0})
+            if dump:
+                self.dumps[label] = [self._host(self.entries[e]) for e in node["outputs"]]
+
+    @staticmethod
+    def _host(nd: NDArray) -> np.ndarray:
+        out = np.empty(nd.shape, nd.dtype)
+        copy_array(nd.device, nd._data, device("cpu", 0), out)
+        return out
+
+    def profile(self) -> str:
+        total = sum(t["seconds"] for t in self.timings) or 1e-12
+        lines = [f"{t['node']:<40} {t['device']:<8} {t['seconds'] * 1e6:10.1f} us {100 * t['seconds'] / total:5.1f}%"
+                 for t in self.timings]
+        lines.append(f"{'total':<49} {total * 1e6:10.1f} us")
+        return "\n".join(lines)
+
+
+def create(graph: Any, lib: Any, devices: Sequence[Device | str] | Device | str | None = None,
+           debug: bool = False) -> GraphExecutor:
+    """A graph executor (``debug=True``: the timing/dumping variant)."""
+    from ..backend.graph_codegen import GraphModule
+
+    if isinstance(graph, GraphModule):
+        graph, lib = graph.graph, graph.lib
+    if isinstance(lib, GraphModule):
+        lib = lib.lib
+    if isinstance(graph, str):
+        graph = json.loads(graph)
+    cls = DebugGraphExecutor if debug else GraphExecutor
+    return cls(graph, lib, devices)
+
+
+# --------------------------------------------------------------------------
+# validation and artifacts
+# --------------------------------------------------------------------------
+
+
+def _validate(graph: Any, lib: Any) -> None:
+    def need(cond: bool, msg: str) -> None:
+        if not cond:
+            raise ArtifactError(f"invalid graph: {msg}")
+
+    need(isinstance(graph, dict) and isinstance(lib, dict), "graph and lib must be dicts")
+    for key in ("devices", "storages", "entries", "nodes", "inputs", "params", "outputs"):
+        need(key in graph, f"missing '{key}'")
+    n_st, n_en = len(graph["storages"]), len(graph["entries"])
+    for s in graph["storages"]:
+        need(0 <= s["device"] < len(graph["devices"]) and s["bytes"] >= 0, f"bad storage {s}")
+    for e in graph["entries"]:
+        need(0 <= e["storage_id"] < n_st, f"entry {e.get('id')} names storage {e['storage_id']}")
+    for n in graph["nodes"]:
+        need(n.get("op") in ("null", "kernel", "__copy"), f"unknown node op {n.get('op')!r}")
+        for e in n.get("outputs", []):
+            need(isinstance(e, int) and 0 <= e < n_en, f"node output {e} out of range")
+        for a in n.get("inputs", []):
+            need("imm" in a or (isinstance(a.get("entry"), int) and 0 <= a["entry"] < n_en), f"bad node input {a}")
+        if n["op"] == "kernel":
+            need(0 <= n.get("lib", -1) < len(lib.get("kernels", [])), f"node names kernel {n.get('lib')}")
+    for e in graph["outputs"]:
+        need(isinstance(e, int) and 0 <= e < n_en, f"output {e} out of range")
+
+
+def _sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def export_graph(module: Any, path: str) -> None:
+    """Writes graph, library and params of a GraphModule to one file."""
+    graph, lib = module.graph, module.lib
+    params = lib.get("params") or {}
+    buf = io.BytesIO()
+    np.savez(buf, **{k: np.asarray(v) for k, v in params.items()})
+    members = {
+        "graph.json": json.dumps(graph, sort_keys=True).encode(),
+        "lib.json": json.dumps({k: v for k, v in lib.items() if k != "params"}, sort_keys=True).encode(),
+        "params.npz": buf.getvalue(),
+    }
+    manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION,
+                "members": {k: _sha(v) for k, v in members.items()}}
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("manifest.json", json.dumps(manifest))
+        for k, v in members.items():
+            zf.writestr(k, v)
+
+
+def load_graph(path: str):
+    """Loads what :func:`export_graph` wrote, checking format, version and hashes."""
+    from ..backend.graph_codegen import GraphModule
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            manifest = json.loads(zf.read("manifest.json"))
+            if manifest.get("format") != FORMAT_NAME or manifest.get("format_version") != FORMAT_VERSION:
+                raise ArtifactError(f"{path}: not a hetvm graph of format version {FORMAT_VERSION}")
+            data = {}
+            for name, digest in manifest["members"].items():
+                blob = zf.read(name)
+                if _sha(blob) != digest:
+                    raise ArtifactError(f"{path}: member '{name}' does not match its hash (tampered or truncated)")
+                data[name] = blob
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as err:
+        raise ArtifactError(f"{path}: cannot read graph artifact ({err})") from None
+    graph = json.loads(data["graph.json"])
+    lib = json.loads(data["lib.json"])
+    with np.load(io.BytesIO(data["params.npz"]), allow_pickle=False) as npz:
+        lib["params"] = {k: npz[k] for k in npz.files}
+    _validate(graph, lib)
+    return GraphModule(graph, lib, lib["params"])

@@ -1,0 +1,134 @@
+"""Graph executor: planned programs on cpu + sim, __copy nodes, debug timing/dumps, artifacts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hetvm
+import hetvm.op as R
+from hetvm.errors import ArtifactError, DeviceMismatchError, HetvmError
+from hetvm.graph_executor import create, load_graph
+from hetvm.ir import BlockBuilder, TensorStructInfo, Var, VDevice
+from hetvm.ir import expr as E
+from hetvm.pipeline import build
+
+CPU = VDevice("llvm", 0)
+SIM = VDevice("sim", 0)
+SIM1 = VDevice("sim", 1)
+
+
+def conv_like(devs=(CPU, SIM), pin=SIM):
+    """exp -> softmax (no sim kernel) -> multiply by a constant -> tanh, inputs on ``pin``."""
+    bb = BlockBuilder()
+    x = Var("x", struct_info=TensorStructInfo((4, 8), "float32", vdevice=pin))
+    w = Var("w", struct_info=TensorStructInfo((4, 8), "float32", vdevice=pin))
+    c = E.const(np.full((4, 8), 0.5, "float32"))
+    with bb.function("main", [x, w]):
+        a = bb.emit(R.add(x, w))
+        b = bb.emit(R.nn.softmax(a))
+        m = bb.emit(R.multiply(b, c))
+        t = bb.emit(R.tanh(m))
+        bb.emit_func_output(E.Tuple((t, a)))
+    mod = bb.get()
+    mod.global_infos["vdevice"] = list(devs)
+    return mod
+
+
+def reference(x, w):
+    a = x + w
+    e = np.exp(a - a.max(-1, keepdims=True))
+    b = e / e.sum(-1, keepdims=True)
+    return np.tanh(b * 0.5), a
+
+
+def host(nd):
+    return nd.copyto(hetvm.cpu(0)).numpy()
+
+
+@pytest.mark.parametrize("devs", [(CPU, SIM), (CPU, SIM1)], ids=["sim0", "sim1"])
+def test_graph_runs_planned_program_with_copy_nodes(devs):
+    mk = {"missing_kernels": {f"sim:{devs[1].vdevice_id}": ["nn.softmax"]}}
+    target = f"sim:{devs[1].vdevice_id}"
+    gm = build(conv_like(devs, devs[1]), target=target, target_host="llvm", executor="graph",
+               plan_devices_options=mk)
+    graph, lib, params = gm
+    copies = [n for n in graph["nodes"] if n["op"] == "__copy"]
+    assert len(copies) == 2
+    assert {n["device"]["kind"] for n in copies} == {"cpu", "sim"}
+    assert all("storage_id" in e and "device" in e for e in graph["entries"])
+    rt = [hetvm.cpu(0), hetvm.device("sim", devs[1].vdevice_id, missing_kernels=["nn.softmax"])]
+    ex = create(graph, lib, rt)
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((2, 4, 8)).astype("float32")
+    ex.set_input("x", x)
+    ex.set_input(w=w)
+    ex.run()
+    assert ex.get_num_outputs() == 2
+    t, a = reference(x, w)
+    np.testing.assert_allclose(host(ex.get_output(0)), t, rtol=1e-5)
+    np.testing.assert_allclose(host(ex.get_output(1)), a, rtol=1e-5)
+    hetvm.device("sim", devs[1].vdevice_id, missing_kernels=[])
+
+
+def test_graph_equals_vm_and_debug_dumps_every_node(tmp_path):
+    gm = build(conv_like(), target="sim", target_host="llvm", executor="graph")
+    exe = build(conv_like(), target="sim", target_host="llvm")
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((2, 4, 8)).astype("float32")
+    vm_out = hetvm.VirtualMachine(exe, [hetvm.cpu(0), hetvm.device("sim", 0)])["main"](x, w)
+    dbg = create(gm.graph, gm.lib, [hetvm.cpu(0), hetvm.device("sim", 0)], debug=True)
+    dbg.run(dump=True, x=x, w=w)
+    np.testing.assert_allclose(host(dbg.get_output(0)), host(vm_out[0]), rtol=1e-6)
+    kernels = [n for n in gm.graph["nodes"] if n["op"] != "null"]
+    assert len(dbg.timings) == len(kernels) == len(dbg.dumps)
+    assert all(t["seconds"] >= 0 for t in dbg.timings) and "total" in dbg.profile()
+    # export -> load -> run gives the same outputs
+    path = str(tmp_path / "g.hetvmg")
+    gm.export(path)
+    loaded = load_graph(path)
+    ex = create(loaded.graph, loaded.lib, [hetvm.cpu(0), hetvm.device("sim", 0)])
+    ex.run(x=x, w=w)
+    np.testing.assert_allclose(host(ex.get_output(0)), host(dbg.get_output(0)))
+
+
+def test_corrupted_artifact_fails_cleanly(tmp_path):
+    gm = build(conv_like(), target="sim", target_host="llvm", executor="graph")
+    path = tmp_path / "g.hetvmg"
+    gm.export(str(path))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    bad = tmp_path / "bad.hetvmg"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError):
+        load_graph(str(bad))
+    (tmp_path / "trunc.hetvmg").write_bytes(bytes(data[:100]))
+    with pytest.raises(ArtifactError):
+        load_graph(str(tmp_path / "trunc.hetvmg"))
+
+
+def test_kernel_on_wrong_device_is_refused():
+    gm = build(conv_like(), target="sim", target_host="llvm", executor="graph")
+    graph = dict(gm.graph)
+    nodes = [dict(n) for n in graph["nodes"]]
+    k = next(n for n in nodes if n["op"] == "kernel" and n["device"]["kind"] == "sim")
+    k["device"] = {"kind": "cpu", "index": 0}
+    graph["nodes"] = nodes
+    with pytest.raises(DeviceMismatchError, match="lives on sim:0.*runs on cpu"):
+        create(graph, gm.lib, [hetvm.cpu(0), hetvm.device("sim", 0)])
+
+
+def test_control_flow_is_refused_for_graph():
+    bb = BlockBuilder()
+    x = Var("x", struct_info=TensorStructInfo((2,), "float32"))
+    with bb.function("main", [x]):
+        s = bb.emit(R.sum(x))
+        cond = bb.emit(R.greater(s, E.const(0.0, "float32")))
+        bb.begin_scope()
+        tb = bb.end_scope(bb.emit(R.exp(x)))
+        bb.begin_scope()
+        fb = bb.end_scope(bb.emit(R.negative(x)))
+        r = bb.emit(E.If(cond, tb, fb))
+        bb.emit_func_output(r)
+    with pytest.raises(HetvmError, match="executor='vm'"):
+        build(bb.get(), executor="graph")
