@@ -9,7 +9,6 @@ IR), so inference errors surface as ParseErrors at the call.
 from __future__ import annotations
 
 import ast
-import inspect
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +24,14 @@ from ..ir.op_registry import get_op
 from ..ir.vdevice import VDevice
 from ._diag import did_you_mean
 from ._env import FunctionScope, ModuleEnv
-from ._ops import KEYWORD_ALIASES, SINFO_KEYWORDS, ctor_params, known_op_names, resolve_ctor
+from ._ops import (
+    KEYWORD_ALIASES,
+    SINFO_KEYWORDS,
+    ctor_params,
+    known_op_names,
+    resolve_ctor,
+    signature_of,
+)
 from ._vdevice import make_vdevice
 
 SINFO_NAMES = ("Tensor", "Shape", "Tuple", "Object", "Any", "Prim", "Callable")
@@ -434,25 +440,29 @@ class Evaluator:
         return self.sinfo_of(node)
 
     def _call_ctor(self, name: str, ctor: Any, args: list, kwargs: dict, node: ast.Call) -> Any:
+        sig = signature_of(ctor)
         try:
-            sig = inspect.signature(ctor)
-            bound = sig.bind(*args, **kwargs)
+            bound = sig.bind(*args, **kwargs) if sig is not None else None
         except TypeError as e:
             plain = ", ".join(
                 (f"*{p.name}" if p.kind is p.VAR_POSITIONAL else f"**{p.name}" if p.kind is p.VAR_KEYWORD else p.name)
-                for p in inspect.signature(ctor).parameters.values()
+                for p in sig.parameters.values()  # type: ignore[union-attr]
             )
             raise self.err(node, f"R.{name}({plain}): {e}") from None
+        if bound is None:  # no signature to check against: call as written
+            return self.span_of(self._invoke(name, ctor, args, kwargs, node), node)
         for pname, value in list(bound.arguments.items()):
             if "vdevice" in pname and isinstance(value, str):
                 bound.arguments[pname] = self.resolve_vdevice(value, node)
+        return self.span_of(self._invoke(name, ctor, list(bound.args), bound.kwargs, node), node)
+
+    def _invoke(self, name: str, ctor: Any, args: list, kwargs: dict, node: ast.Call) -> Any:
         try:
-            result = ctor(*bound.args, **bound.kwargs)
+            return ctor(*args, **kwargs)
         except HetvmError as e:
             raise self.err(node, str(e)) from None
         except (TypeError, ValueError) as e:
             raise self.err(node, f"R.{name}: {e}") from None
-        return self.span_of(result, node)
 
     def _generic_call(self, name: str, args: list, kwargs: dict, node: ast.Call) -> E.Expr:
         """A registered op without a Python constructor: args are IR, keywords attrs."""

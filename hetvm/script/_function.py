@@ -69,9 +69,14 @@ class FunctionParser:
         self.scope = FunctionScope()
         self.ev = Evaluator(env, self.scope)
         self.attrs: dict[str, Any] = {}
-        self.scope.taken.update(
-            n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
-        )
+        self.sym_decls: list[tuple[str, str]] = []
+        for node in ast.walk(fdef):  # one pass: names in use and shape-variable declarations
+            if isinstance(node, ast.Name):
+                self.scope.taken.add(node.id)
+            elif isinstance(node, ast.Assign):
+                decl = _sym_declaration(self.ev, node)
+                if decl is not None:
+                    self.sym_decls.append(decl)
 
     def err(self, node: ast.AST | None, message: str) -> ParseError:
         return self.env.diag.error(node, message)
@@ -80,10 +85,8 @@ class FunctionParser:
     def signature(self) -> tuple[list[E.Var], S.StructInfo | None, dict[str, bool]]:
         fdef = self.fdef
         flags = decorator_flags(self.ev, fdef)
-        for node in ast.walk(fdef):
-            decl = _sym_declaration(self.ev, node) if isinstance(node, ast.stmt) else None
-            if decl is not None:
-                self.ev.define_symbol(*decl)
+        for decl in self.sym_decls:
+            self.ev.define_symbol(*decl)
         a = fdef.args
         if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
             raise self.err(fdef, "@R.function parameters must be plain annotated names")

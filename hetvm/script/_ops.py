@@ -30,11 +30,17 @@ def resolve_ctor(name: str) -> Callable[..., Any] | None:
 
 
 @functools.cache
-def _param_names(ctor: Callable[..., Any]) -> tuple[str, ...]:
+def signature_of(ctor: Callable[..., Any]) -> inspect.Signature | None:
+    """The constructor's signature (cached: the parser binds every op call with it)."""
     try:
-        return tuple(inspect.signature(ctor).parameters)
+        return inspect.signature(ctor)
     except (TypeError, ValueError):
-        return ()
+        return None
+
+
+def _param_names(ctor: Callable[..., Any]) -> tuple[str, ...]:
+    sig = signature_of(ctor)
+    return () if sig is None else tuple(sig.parameters)
 
 
 def ctor_params(ctor: Callable[..., Any] | None) -> tuple[str, ...]:
