@@ -122,3 +122,12 @@ def test_planned_program_runs_and_matches_single_device(seed, devices):
     runtime_devs = [hetvm.cpu(0)] + [hetvm.device("sim", i) for i in range(len(devices) - 1)]
     got = _run(mod, runtime_devs, inputs)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    # the graph executor runs the same plan
+    from hetvm.graph_executor import create
+    from hetvm.pipeline import build
+
+    gm = build(mod, target="llvm", executor="graph")
+    ex = create(gm.graph, gm.lib, runtime_devs)
+    ex.run(**{p.name_hint: v for p, v in zip(mod["main"].params, inputs)})
+    out = ex.get_output(0)
+    np.testing.assert_allclose(out.copyto(hetvm.cpu(0)).numpy(), ref, rtol=1e-5, atol=1e-5)
