@@ -9,81 +9,31 @@ IR), so inference errors surface as ParseErrors at the call.
 from __future__ import annotations
 
 import ast
-import re
-from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from ..errors import HetvmError, ParseError
 from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.block_builder import normalize
-from ..ir.op_registry import get_op
-from ..ir.vdevice import VDevice
 from ._diag import did_you_mean
 from ._env import FunctionScope, ModuleEnv
-from ._ops import (
-    KEYWORD_ALIASES,
-    SINFO_KEYWORDS,
-    ctor_params,
-    known_op_names,
-    resolve_ctor,
-    signature_of,
+from ._eval_forms import FormsMixin
+from ._eval_ops import OpCallMixin
+from ._values import (
+    FLOAT,
+    MODULE_REF,
+    SINFO_NAMES,
+    MatchCastForm,
+    Namespace,
+    describe,
+    is_dtype,
 )
-from ._vdevice import make_vdevice
 
-SINFO_NAMES = ("Tensor", "Shape", "Tuple", "Object", "Any", "Prim", "Callable")
-STATEMENT_FORMS = ("dataflow", "output", "func_attr", "function")
-VALUE_FORMS = ("shape", "prim_value", "str", "dtype", "const", "tuple", "match_cast", "ExternFunc")
-_DTYPE = re.compile(r"^(u?int\d+|float\d+|bfloat16|bool)$")
+__all__ = ["Evaluator", "MatchCastForm", "Namespace", "is_dtype"]
 
 
-@dataclass(frozen=True)
-class Namespace:
-    """``R``, ``R.nn``, ``T``, ``I`` ... : a dotted name inside a dialect."""
-
-    kind: str  # "relax" | "ir" | "tir"
-    path: tuple[str, ...] = ()
-
-    def child(self, name: str) -> Namespace:
-        return Namespace(self.kind, self.path + (name,))
-
-    @property
-    def dotted(self) -> str:
-        return ".".join(self.path)
-
-    def __str__(self) -> str:
-        prefix = {"relax": "R", "ir": "I", "tir": "T"}[self.kind]
-        return ".".join((prefix, *self.path))
-
-
-class _Marker:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-MODULE_REF = _Marker("the module")
-FLOAT = _Marker("float")
-
-
-@dataclass
-class MatchCastForm:
-    """``R.match_cast(value, sinfo)``: only valid as the value of a binding."""
-
-    value: E.Expr
-    sinfo: S.StructInfo
-
-
-def is_dtype(name: str) -> bool:
-    return bool(_DTYPE.match(name))
-
-
-class Evaluator:
+class Evaluator(OpCallMixin, FormsMixin):
     """Reads expressions of one function (or of the module's class body)."""
 
     def __init__(self, env: ModuleEnv, scope: FunctionScope | None = None) -> None:
@@ -156,7 +106,7 @@ class Evaluator:
             if self.env.global_var is None:
                 raise self.err(node, f"no module to look up function '{node.attr}' in")
             return self.env.global_var(node.attr, node)
-        raise self.err(node, f"cannot take attribute '{node.attr}' of {_describe(base)}")
+        raise self.err(node, f"cannot take attribute '{node.attr}' of {describe(base)}")
 
     def _eval_Tuple(self, node: ast.Tuple) -> tuple:
         return tuple(self._elements(node.elts))
@@ -177,7 +127,7 @@ class Evaluator:
                 raise self.err(v, "unsupported Python syntax here: ** in a dict")
             key = self.eval(k)
             if not isinstance(key, (str, int)):
-                raise self.err(k, f"dict keys must be strings, got {_describe(key)}")
+                raise self.err(k, f"dict keys must be strings, got {describe(key)}")
             out[key] = self.eval(v)
         return out
 
@@ -188,7 +138,7 @@ class Evaluator:
             return -value
         if isinstance(node.op, ast.UAdd) and numeric:
             return value
-        raise self.err(node, f"unsupported unary operator on {_describe(value)}")
+        raise self.err(node, f"unsupported unary operator on {describe(value)}")
 
     def _eval_BinOp(self, node: ast.BinOp) -> Any:
         a, b = self.eval(node.left), self.eval(node.right)
@@ -220,7 +170,7 @@ class Evaluator:
         base = self.eval(node.value)
         index = self.eval(node.slice)
         if not isinstance(base, E.Expr):
-            raise self.err(node, f"cannot index {_describe(base)}")
+            raise self.err(node, f"cannot index {describe(base)}")
         if not isinstance(index, int) or isinstance(index, bool):
             raise self.err(node.slice, "a tuple index must be an integer literal")
         try:
@@ -243,7 +193,7 @@ class Evaluator:
             return handler[func.kind](func, node)
         if isinstance(func, (E.GlobalVar, E.Var)):
             return self.function_call(func, node)
-        raise self.err(node.func, f"cannot call {_describe(func)}")
+        raise self.err(node.func, f"cannot call {describe(func)}")
 
     # ------------------------------------------------------------------
     # conversions
@@ -264,7 +214,7 @@ class Evaluator:
             return E.Tuple(fields, span=self.diag.span(node))
         if isinstance(value, MatchCastForm):
             raise self.err(node, "R.match_cast(...) can only be the whole value of a binding")
-        raise self.err(node, f"expected a Relax expression, got {_describe(value)}")
+        raise self.err(node, f"expected a Relax expression, got {describe(value)}")
 
     def to_sinfo(self, value: Any, node: ast.AST) -> S.StructInfo:
         if isinstance(value, S.StructInfo):
@@ -274,7 +224,7 @@ class Evaluator:
                 return self.sinfo_call(value.dotted, ast.Call(func=node, args=[], keywords=[]))
             if value.kind == "tir" and len(value.path) == 1 and is_dtype(value.path[0]):
                 return S.PrimStructInfo(value.path[0])
-        raise self.err(node, f"expected struct info such as R.Tensor(...), got {_describe(value)}")
+        raise self.err(node, f"expected struct info such as R.Tensor(...), got {describe(value)}")
 
     def sinfo_of(self, node: ast.AST) -> S.StructInfo:
         return self.to_sinfo(self.eval(node), node)
@@ -293,7 +243,7 @@ class Evaluator:
         if isinstance(value, Namespace):
             return self.to_sinfo(value, node)
         if isinstance(value, MatchCastForm) or value is MODULE_REF or value is FLOAT:
-            raise self.err(node, f"{_describe(value)} cannot be an argument")
+            raise self.err(node, f"{describe(value)} cannot be an argument")
         if isinstance(value, dict):
             return {k: self._arg(v, node) for k, v in value.items()}
         return value
@@ -395,310 +345,3 @@ class Evaluator:
             return normalize(call)
         except HetvmError as e:
             raise self.err(node, str(e)) from None
-
-    def relax_call(self, func: Namespace, node: ast.Call) -> Any:
-        name = func.dotted
-        if name in SINFO_NAMES:
-            return self.sinfo_call(name, node)
-        if name in STATEMENT_FORMS:
-            raise self.err(node, f"R.{name}(...) is a statement, not a value")
-        form = getattr(self, "_form_" + name, None) if name in VALUE_FORMS else None
-        if form is not None:
-            return form(node)
-        return self.op_call(name, node)
-
-    def op_call(self, name: str, node: ast.Call) -> Any:
-        ctor = resolve_ctor(name)
-        ops = known_op_names()
-        if ctor is None and name not in ops:
-            hint = did_you_mean(name, [*ops, *VALUE_FORMS, *SINFO_NAMES, "call_packed"])
-            raise self.err(node.func, f"unknown op 'R.{name}'{hint}")
-        args = [self.arg_value(a) for a in _positional(self, node)]
-        params = ctor_params(ctor)
-        kwargs: dict[str, Any] = {}
-        for kw in node.keywords:
-            if kw.arg is None:
-                raise self.err(kw.value, "unsupported Python syntax here: ** arguments")
-            key = kw.arg
-            if key == "attrs_type_key":
-                continue
-            if key in SINFO_KEYWORDS and key not in params:
-                key = SINFO_KEYWORDS[key]
-            elif key in KEYWORD_ALIASES and key not in params and KEYWORD_ALIASES[key] in params:
-                key = KEYWORD_ALIASES[key]
-            if key in ("sinfo_args", "out_sinfo"):
-                kwargs[key] = self._sinfo_list(kw.value)
-            else:
-                kwargs[key] = self.arg_value(kw.value)
-        if ctor is None:
-            return self._generic_call(name, args, kwargs, node)
-        return self._call_ctor(name, ctor, args, kwargs, node)
-
-    def _sinfo_list(self, node: ast.AST) -> Any:
-        if isinstance(node, (ast.List, ast.Tuple)):
-            return [self.sinfo_of(e) for e in node.elts]
-        return self.sinfo_of(node)
-
-    def _call_ctor(self, name: str, ctor: Any, args: list, kwargs: dict, node: ast.Call) -> Any:
-        sig = signature_of(ctor)
-        try:
-            bound = sig.bind(*args, **kwargs) if sig is not None else None
-        except TypeError as e:
-            plain = ", ".join(
-                (f"*{p.name}" if p.kind is p.VAR_POSITIONAL else f"**{p.name}" if p.kind is p.VAR_KEYWORD else p.name)
-                for p in sig.parameters.values()  # type: ignore[union-attr]
-            )
-            raise self.err(node, f"R.{name}({plain}): {e}") from None
-        if bound is None:  # no signature to check against: call as written
-            return self.span_of(self._invoke(name, ctor, args, kwargs, node), node)
-        for pname, value in list(bound.arguments.items()):
-            if "vdevice" in pname and isinstance(value, str):
-                bound.arguments[pname] = self.resolve_vdevice(value, node)
-        return self.span_of(self._invoke(name, ctor, list(bound.args), bound.kwargs, node), node)
-
-    def _invoke(self, name: str, ctor: Any, args: list, kwargs: dict, node: ast.Call) -> Any:
-        try:
-            return ctor(*args, **kwargs)
-        except HetvmError as e:
-            raise self.err(node, str(e)) from None
-        except (TypeError, ValueError) as e:
-            raise self.err(node, f"R.{name}: {e}") from None
-
-    def _generic_call(self, name: str, args: list, kwargs: dict, node: ast.Call) -> E.Expr:
-        """A registered op without a Python constructor: args are IR, keywords attrs."""
-        sinfo_args = kwargs.pop("sinfo_args", kwargs.pop("out_sinfo", ()))
-        if isinstance(sinfo_args, S.StructInfo):
-            sinfo_args = [sinfo_args]
-        call = E.Call(
-            get_op(name),
-            tuple(self.to_expr(a, node) for a in args),
-            E.Attrs(kwargs),
-            tuple(sinfo_args),
-            span=self.diag.span(node),
-        )
-        try:
-            return normalize(call)
-        except HetvmError as e:
-            raise self.err(node, str(e)) from None
-
-    def resolve_vdevice(self, text: str, node: ast.AST) -> VDevice:
-        """``"cuda"``, ``"cuda:1"`` or ``"cuda:1:global"``: the i-th declared vdevice of a kind."""
-        parts = text.split(":")
-        kind = parts[0]
-        try:
-            index = int(parts[1]) if len(parts) > 1 and parts[1] else 0
-        except ValueError:
-            raise self.err(node, f"cannot read vdevice '{text}' (write 'kind:index')") from None
-        scope = parts[2] if len(parts) > 2 else None
-        same_kind = [v for v in self.env.vdevices if v.target == kind]
-        if same_kind:
-            if index >= len(same_kind):
-                raise self.err(
-                    node,
-                    f"vdevice '{text}': the module declares only {len(same_kind)} "
-                    f"'{kind}' vdevice(s)",
-                )
-            return same_kind[index]
-        if self.env.vdevices:
-            declared = ", ".join(sorted({v.target for v in self.env.vdevices}))
-            raise self.err(
-                node, f"vdevice '{text}' is not declared in I.module_global_infos (kinds: {declared})"
-            )
-        return VDevice(kind, index, scope or "global")
-
-    # -- special forms of R -----------------------------------------------
-    def _form_shape(self, node: ast.Call) -> E.Expr:
-        a = self.bind_args(node, "R.shape", ["value"], 1)
-        return E.ShapeExpr(self.shape_values(a["value"]), span=self.diag.span(node))
-
-    def _form_prim_value(self, node: ast.Call) -> E.Expr:
-        a = self.bind_args(node, "R.prim_value", ["value"], 1)
-        return E.PrimValue(self.prim(a["value"], allow_float=True), span=self.diag.span(node))
-
-    def _literal_str(self, node: ast.Call, fname: str) -> str:
-        a = self.bind_args(node, fname, ["value"], 1)
-        value = self.eval(a["value"])
-        if not isinstance(value, str):
-            raise self.err(a["value"], f"{fname} takes a string literal, got {_describe(value)}")
-        return value
-
-    def _form_str(self, node: ast.Call) -> E.Expr:
-        return E.StringImm(self._literal_str(node, "R.str"), span=self.diag.span(node))
-
-    def _form_dtype(self, node: ast.Call) -> E.Expr:
-        return E.DataTypeImm(self._literal_str(node, "R.dtype"), span=self.diag.span(node))
-
-    def _form_ExternFunc(self, node: ast.Call) -> E.Expr:
-        return E.ExternFunc(self._literal_str(node, "R.ExternFunc"), span=self.diag.span(node))
-
-    def _form_tuple(self, node: ast.Call) -> E.Expr:
-        if node.keywords:
-            raise self.err(node, "R.tuple(*fields) takes positional arguments only")
-        fields = tuple(self.to_expr(self.eval(a), a) for a in _positional(self, node))
-        return E.Tuple(fields, span=self.diag.span(node))
-
-    def _form_match_cast(self, node: ast.Call) -> MatchCastForm:
-        a = self.bind_args(node, "R.match_cast", ["value", "struct_info"], 2)
-        value = self.to_expr(self.eval(a["value"]), a["value"])
-        return MatchCastForm(value, self.sinfo_of(a["struct_info"]))
-
-    def _form_const(self, node: ast.Call) -> E.Expr:
-        a = self.bind_args(node, "R.const", ["value", "dtype"], 1)
-        data = _const_data(self, a["value"])
-        dtype = self.eval(a["dtype"]) if "dtype" in a else None
-        if dtype is not None and not isinstance(dtype, str):
-            raise self.err(a["dtype"], "R.const's dtype must be a string such as \"float32\"")
-        if dtype is None:
-            kind = np.asarray(data).dtype.kind
-            dtype = {"b": "bool", "i": "int32", "u": "int32", "f": "float32"}.get(kind)
-        try:
-            array = np.asarray(data, dtype=np.bool_ if dtype == "bool" else dtype)
-        except (TypeError, ValueError) as e:
-            raise self.err(node, f"R.const: cannot make a {dtype} array: {e}") from None
-        return E.Constant(array, span=self.diag.span(node))
-
-    # -- struct info -------------------------------------------------------
-    def sinfo_call(self, name: str, node: ast.Call) -> S.StructInfo:
-        fname = f"R.{name}"
-        if name in ("Object", "Any"):
-            self.bind_args(node, fname, [], 0)
-            return S.ObjectStructInfo()
-        if name == "Tensor":
-            a = self.bind_args(node, fname, ["shape", "dtype", "vdevice", "ndim"], 0)
-            shape = None
-            if "shape" in a and not _is_none(a["shape"]):
-                shape = self.shape_values(a["shape"])
-            dtype = self._opt_literal(a, "dtype", str, fname)
-            ndim = self._opt_literal(a, "ndim", int, fname)
-            vdev = self._opt_literal(a, "vdevice", str, fname)
-            vdevice = self.resolve_vdevice(vdev, a["vdevice"]) if vdev is not None else None
-            try:
-                return S.TensorStructInfo(shape, dtype, -1 if ndim is None else ndim, vdevice)
-            except HetvmError as e:
-                raise self.err(node, str(e)) from None
-        if name == "Shape":
-            a = self.bind_args(node, fname, ["values", "ndim"], 0)
-            values = None
-            if "values" in a and not _is_none(a["values"]):
-                values = self.shape_values(a["values"])
-            ndim = self._opt_literal(a, "ndim", int, fname)
-            try:
-                return S.ShapeStructInfo(values, -1 if ndim is None else ndim)
-            except HetvmError as e:
-                raise self.err(node, str(e)) from None
-        if name == "Tuple":
-            if node.keywords:
-                raise self.err(node, "R.Tuple(*fields) takes positional arguments only")
-            fields = list(_positional(self, node))
-            if len(fields) == 1 and isinstance(fields[0], (ast.List, ast.Tuple)):
-                fields = list(fields[0].elts)
-            return S.TupleStructInfo([self.sinfo_of(f) for f in fields])
-        if name == "Prim":
-            a = self.bind_args(node, fname, ["dtype", "value"], 0)
-            dtype = self._opt_literal(a, "dtype", str, fname)
-            value = self.prim(a["value"], allow_float=True) if "value" in a else None
-            if dtype is None and value is None:
-                raise self.err(node, "R.Prim needs a dtype or a value")
-            return S.PrimStructInfo(dtype or value.dtype, value)  # type: ignore[union-attr]
-        # Callable
-        a = self.bind_args(node, fname, ["params", "ret", "purity", "derive_func"], 0)
-        params = None
-        if "params" in a and not _is_none(a["params"]):
-            pnode = a["params"]
-            elts = pnode.elts if isinstance(pnode, (ast.List, ast.Tuple)) else [pnode]
-            params = [self.sinfo_of(p) for p in elts]
-        ret = self.sinfo_of(a["ret"]) if "ret" in a and not _is_none(a["ret"]) else None
-        purity = self._opt_literal(a, "purity", bool, fname)
-        return S.FuncStructInfo(params, ret, True if purity is None else purity)
-
-    def _opt_literal(self, a: dict[str, ast.AST], key: str, kind: type, fname: str) -> Any:
-        if key not in a:
-            return None
-        value = self.eval(a[key])
-        if value is None:
-            return None
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise self.err(a[key], f"{fname}: '{key}' must be a {kind.__name__} literal, got {_describe(value)}")
-        return value
-
-    # -- T and I -------------------------------------------------------------
-    def tir_call(self, func: Namespace, node: ast.Call) -> Any:
-        name = func.dotted
-        if name in ("min", "max"):
-            if len(node.args) != 2 or node.keywords:
-                raise self.err(node, f"T.{name}(a, b) takes two arguments")
-            a, b = self.prim(node.args[0]), self.prim(node.args[1])
-            return P.min_(a, b) if name == "min" else P.max_(a, b)
-        if is_dtype(name):
-            if not node.args:
-                raise self.err(
-                    node, f"T.{name}() declares a shape variable: write 'n = T.{name}()' as a statement"
-                )
-            if len(node.args) != 1 or node.keywords:
-                raise self.err(node, f"T.{name}(value) takes one argument")
-            value = self.eval(node.args[0])
-            if name.startswith(("float", "bfloat")):
-                try:
-                    return P.FloatImm(float(value), name)
-                except (TypeError, ValueError):
-                    raise self.err(node, f"T.{name} needs a number, got {_describe(value)}") from None
-            if isinstance(value, bool) or isinstance(value, int):
-                return P.IntImm(int(value), name)
-            raise self.err(node, f"T.{name} needs an integer literal, got {_describe(value)}")
-        raise self.err(node.func, f"unknown name T.{name} (only shape variables and T.min/T.max are supported)")
-
-    def ir_call(self, func: Namespace, node: ast.Call) -> Any:
-        if func.dotted == "vdevice":
-            a = self.bind_args(node, "I.vdevice", ["target", "vdevice_id", "memory_scope"], 0)
-            values = {k: self.eval(v) for k, v in a.items()}
-            try:
-                return make_vdevice(
-                    values.get("target", "llvm"),
-                    values.get("vdevice_id", 0),
-                    values.get("memory_scope", "global"),
-                )
-            except HetvmError as e:
-                raise self.err(node, str(e)) from None
-        raise self.err(node.func, f"I.{func.dotted}(...) is not supported here")
-
-
-def _positional(ev: Evaluator, node: ast.Call) -> list[ast.expr]:
-    for a in node.args:
-        if isinstance(a, ast.Starred):
-            raise ev.err(a, "unsupported Python syntax here: starred argument")
-    return list(node.args)
-
-
-def _is_none(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and node.value is None
-
-
-def _const_data(ev: Evaluator, node: ast.AST) -> Any:
-    """Nested lists of numbers for R.const; "nan"/"inf" strings and float("nan") allowed."""
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [_const_data(ev, e) for e in node.elts]
-    value = ev.eval(node)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            raise ev.err(node, f"R.const: cannot read a number from {value!r}") from None
-    if isinstance(value, (bool, int, float)):
-        return value
-    raise ev.err(node, f"R.const takes numbers or nested lists of numbers, got {_describe(value)}")
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, Namespace):
-        return str(value)
-    if isinstance(value, E.Var):
-        return f"variable '{value.name_hint}'"
-    if isinstance(value, E.Expr):
-        return type(value).__name__
-    if isinstance(value, S.StructInfo):
-        return S.describe(value)
-    if isinstance(value, MatchCastForm):
-        return "R.match_cast(...)"
-    if isinstance(value, _Marker):
-        return value.name
-    return repr(value)
