@@ -42,6 +42,13 @@ _RUNTIME_EXPORTS = {
     "register_func": ("hetvm.runtime.registry", "register_func"),
     "get_global_func": ("hetvm.runtime.registry", "get_global_func"),
     "load_module": ("hetvm.runtime.artifact", "load_module"),
+    "explain": ("hetvm.explain", "explain"),
+    "graph_executor": ("hetvm.graph_executor", None),
+    "script": ("hetvm.script", None),
+    "transform": ("hetvm.transform", None),
+    "ir": ("hetvm.ir", None),
+    "op": ("hetvm.op", None),
+    "frontend": ("hetvm.frontend", None),
 }
 
 
