@@ -132,7 +132,33 @@ def _pinned(sinfo: Any, vdev: VDevice) -> Any:
     return sinfo
 
 
-class _Pinner(ExprMutator):
+class _KeepInfo(ExprMutator):
+    """Substitutes variables without re-inferring struct info downstream.
+
+    The default mutator re-normalizes every call whose arguments change, which
+    would copy a pinned vdevice into every later binding's struct info — and a
+    binding's vdevice is itself a pin to the planner. Keeping the old struct
+    info (no vdevice) leaves those values free for the planner to place.
+    """
+
+    def visit_call(self, call: E.Call) -> E.Expr:
+        op = self.visit_expr(call.op)
+        args = tuple(self.visit_expr(a) for a in call.args)
+        if op is call.op and all(a is b for a, b in zip(args, call.args)):
+            return call
+        return E.replace(call, op=op, args=args)
+
+    def visit_tuple(self, tup: E.Tuple) -> E.Expr:
+        fields = tuple(self.visit_expr(f) for f in tup.fields)
+        if all(a is b for a, b in zip(fields, tup.fields)):
+            return tup
+        return E.replace(tup, fields=fields)
+
+    def _retype(self, var: E.Var, value: E.Expr) -> E.Var:
+        return var
+
+
+class _Pinner(_KeepInfo):
     """Gives matching bindings' variables a vdevice in their struct info."""
 
     def __init__(self, mod: IRModule, rules: list[tuple[str, VDevice]], node_of: Mapping[str, Any]):
@@ -187,7 +213,7 @@ def pin_params(mod: IRModule, vdev: VDevice) -> IRModule:
     if not remap:
         return mod
 
-    class _Params(ExprMutator):
+    class _Params(_KeepInfo):
         def visit_var_def(self, var: E.Var) -> E.Var:
             return remap.get(var, var)
 

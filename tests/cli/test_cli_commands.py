@@ -1,0 +1,148 @@
+"""The ``hetvm`` commands end to end, through ``hetvm.cli.main`` (exit codes, output)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hetvm.cli import main
+
+pytest.importorskip("onnx")
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_demo_runs_on_sim_and_cpu_and_shows_the_copy(capsys):
+    code, out, err = run_cli(capsys, "demo", "--plain")
+    assert code == 0, err
+    assert "Device copies" in out and "Memory per device" in out
+    assert "sim:0 -> cpu:0: 1 copy" in out
+    assert "nn.softmax" in out
+    rows = [line for line in out.splitlines() if line.startswith(("sim:0 ", "cpu:0 "))]
+    assert len(rows) == 2  # both devices hold memory
+
+
+def test_run_reports_outputs_and_memory_on_cpu(capsys, demo_onnx):
+    code, out, err = run_cli(capsys, "run", demo_onnx, "--plain")
+    assert code == 0, err
+    assert "probs" in out and "(2, 10)" in out
+    assert "single device" in out
+    assert "cpu:0" in out
+
+
+def test_run_with_input_file_and_saved_outputs(capsys, demo_onnx, tmp_path):
+    x = np.random.default_rng(1).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    saved = tmp_path / "out.npz"
+    code, out, err = run_cli(capsys, "run", demo_onnx, "--input", f"image={tmp_path / 'x.npy'}",
+                             "--save-outputs", str(saved), "--plain")  # fmt: skip
+    assert code == 0, err
+    probs = np.load(saved)["probs"]
+    assert probs.shape == (2, 10)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    # the same input on sim:0 + cpu gives the same result
+    saved2 = tmp_path / "out2.npz"
+    code, _, err = run_cli(capsys, "run", demo_onnx, "--input", f"image={tmp_path / 'x.npy'}",
+                           "--devices", "sim:0,cpu", "--missing-kernel", "sim:0=nn.softmax",
+                           "--save-outputs", str(saved2), "--plain")  # fmt: skip
+    assert code == 0, err
+    np.testing.assert_allclose(np.load(saved2)["probs"], probs, rtol=1e-5, atol=1e-6)
+
+
+def test_place_op_type_on_cpu_makes_copies(capsys, demo_onnx):
+    code, out, err = run_cli(capsys, "explain", demo_onnx, "--devices", "sim:0,cpu",
+                             "--place", "Softmax=cpu", "--plain")  # fmt: skip
+    assert code == 0, err
+    assert "sim:0 -> cpu:0: 1 copy" in out
+
+
+def test_place_node_name_pins_that_node(capsys, demo_onnx):
+    code, out, err = run_cli(capsys, "explain", demo_onnx, "--devices", "sim:0,cpu",
+                             "--place", "relu2=cpu", "--plain")  # fmt: skip
+    assert code == 0, err
+    assert "sim:0 -> cpu:0" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--place", "NoSuchOp=cpu", "--devices", "sim:0,cpu"], "NoSuchOp=cpu:0: matches no op type"),
+        (["--place", "Softmax=cuda:3", "--devices", "sim:0,cpu"], "not in --devices"),
+        (["--devices", "tpu:0"], "unknown device 'tpu:0'"),
+        (["--input", "nope=x.npy"], "--input 'nope': the model has no such input"),
+        (["--input", "image"], "expected NAME=VALUE"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(capsys, demo_onnx, argv, needle):
+    code, out, err = run_cli(capsys, "run", demo_onnx, "--plain", *argv)
+    assert code == 1
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("array", "needle"),
+    [
+        (np.zeros((2, 3, 32, 32), np.float64), "dtype float64, the model expects (2, 3, 32, 32) float32"),
+        (np.zeros((1, 3, 32, 32), np.float32), "shape (1, 3, 32, 32), the model expects"),
+        (np.zeros((3, 32, 32), np.float32), "shape (3, 32, 32)"),
+    ],
+)
+def test_wrong_input_shape_or_dtype(capsys, demo_onnx, tmp_path, array, needle):
+    np.save(tmp_path / "x.npy", array)
+    code, _, err = run_cli(capsys, "run", demo_onnx, "--input", f"image={tmp_path / 'x.npy'}", "--plain")
+    assert code == 1
+    assert "input 'image'" in err and needle in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("kind", "needle"), [("text", "not an ONNX model"),
+                                              ("truncated", "not an ONNX model or truncated"),
+                                              ("invalid", "invalid ONNX model")])  # fmt: skip
+def test_bad_model_files(capsys, bad_files, kind, needle):
+    code, _, err = run_cli(capsys, "run", bad_files[kind], "--plain")
+    assert code == 1
+    assert needle in err and bad_files[kind] in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_missing_file_and_debug_traceback(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "run", str(tmp_path / "absent.onnx"))
+    assert code == 1 and "no such file" in err
+    with pytest.raises(Exception, match="no such file"):
+        main(["run", str(tmp_path / "absent.onnx"), "--debug"])
+
+
+def test_plan_memory_table_and_plot(capsys, demo_onnx, tmp_path):
+    png = tmp_path / "memory.png"
+    code, out, err = run_cli(capsys, "plan", demo_onnx, "--memory", "--devices", "sim:0,cpu",
+                             "--missing-kernel", "sim:0=nn.softmax", "--plot", str(png), "--plain")  # fmt: skip
+    assert code == 0, err
+    assert "lower bound" in out and "measured peak" in out
+    assert "peak with kills" in out
+    pytest.importorskip("matplotlib")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_show_text_dot_svg(capsys, demo_onnx, tmp_path):
+    code, out, err = run_cli(capsys, "show", demo_onnx, "--format", "text")
+    assert code == 0, err
+    assert "def main(" in out and "R.nn.conv2d" in out and "<elided" in out
+    code, out, err = run_cli(capsys, "show", demo_onnx, "--format", "dot", "--devices", "sim:0,cpu",
+                             "--missing-kernel", "sim:0=nn.softmax")  # fmt: skip
+    assert code == 0, err
+    assert out.startswith('digraph "main"') and "shape=diamond" in out and "sim:0" in out
+    svg = tmp_path / "g.svg"
+    code, out, err = run_cli(capsys, "show", demo_onnx, "--format", "svg", "--builtin-layout",
+                             "--devices", "sim:0,cpu", "--missing-kernel", "sim:0=nn.softmax",
+                             "-o", str(svg))  # fmt: skip
+    assert code == 0, err
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(svg.read_text())
+    assert root.tag.endswith("svg")
+    assert "copy" in svg.read_text()

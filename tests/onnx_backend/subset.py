@@ -1,0 +1,6 @@
+"""The node cases the default test suite runs (seconds, not minutes)."""
+
+SUBSET = [
+    "test_add",
+    "test_relu",
+]
