@@ -386,6 +386,19 @@ class Module:
         p: T.int64 = 5
         return z
 ''',
+    "sim_device_and_shape_arithmetic": '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm"), I.vdevice("sim", 0), I.vdevice("sim", 1)]})
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32", "sim:0"), y: R.Tensor(("n", 4), "float32", "sim:1")):
+        n = T.int64()
+        a = R.to_vdevice(y, "sim:0")
+        b = R.add(x, a)
+        s = R.shape([n - 1, T.max(n, 8), (n + 1) * (n - 1), n * n // 4])
+        c = R.to_vdevice(b, "llvm")
+        return c
+''',
 }
 
 
@@ -436,3 +449,15 @@ def test_tvm_spellings_parse_to_the_same_ir():
     assert b[3].value.sinfo_args == (ObjectStructInfo(),)
     assert b[4].value.attrs["dst_vdevice"] == VDevice("cuda", 0)
     assert isinstance(b[6].value, PrimValue) and b[6].var.struct_info == PrimStructInfo("int64")
+
+
+def test_sim_vdevices_resolve_by_kind_and_position():
+    mod = from_source(SCRIPTS["sim_device_and_shape_arithmetic"])
+    sim0, sim1 = mod.vdevices[1], mod.vdevices[2]
+    x, y = mod["main"].params
+    assert x.struct_info.vdevice == sim0 and y.struct_info.vdevice == sim1
+    b = mod["main"].body.blocks[0].bindings
+    assert b[0].value.attrs["dst_vdevice"] == sim0 and b[1].var.struct_info.vdevice == sim0
+    assert b[3].var.struct_info.vdevice == mod.vdevices[0]
+    n = x.struct_info.shape[0]
+    assert prim.prove_equal(b[2].value.values[2], n * n - 1)
