@@ -80,7 +80,7 @@ class _FunctionCodegen:
         return r
 
     # -- arguments ---------------------------------------------------------
-    def arg(self, expr: E.Expr) -> Arg:
+    def arg(self, expr: E.Expr, kernel_operand: bool = False) -> Arg:
         if isinstance(expr, E.Var):
             if expr not in self.reg_of:
                 raise HetvmError(f"codegen: variable '{expr.name_hint}' used before definition in {self.name}")
@@ -90,7 +90,16 @@ class _FunctionCodegen:
             if key not in self.const_index:
                 self.const_index[key] = len(self.constants)
                 self.constants.append(expr.data)
-            return ("c", self.const_index[key])
+            ref = ("c", self.const_index[key])
+            vdev = expr.struct_info.vdevice if isinstance(expr.struct_info, S.TensorStructInfo) else None
+            if kernel_operand or vdev is None or vdev.is_host:
+                return ref
+            # outside a kernel call a constant is a host NDArray: bring it to its planned device
+            reg = self.new_reg()
+            self.code.append(
+                B.Call(reg, "vm.builtin.copy_to", (ref, ("i", device_index(self.mod, vdev)), ("i", None)))
+            )
+            return ("r", reg)
         if isinstance(expr, E.ShapeExpr):
             dims = [P.const_value(v) for v in expr.values]
             if all(d is not None for d in dims):
@@ -189,7 +198,8 @@ class _FunctionCodegen:
         if isinstance(callee, E.Op):
             self.emit_op(var, call, callee.name)
             return
-        args = tuple(self.arg(a) for a in call.args)
+        is_kernel = isinstance(callee, E.ExternFunc) and callee.global_symbol.startswith(KERNEL_PREFIX)
+        args = tuple(self.arg(a, kernel_operand=is_kernel) for a in call.args)
         if isinstance(callee, E.ExternFunc):
             name = callee.global_symbol
             if name.startswith(KERNEL_PREFIX):

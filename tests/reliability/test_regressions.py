@@ -23,3 +23,29 @@ def test_match_cast_of_an_output_is_not_killed():
     vm = hetvm.VirtualMachine(hetvm.build(from_source(MATCH_CAST_OUTPUT)), poison=True)
     out = vm["main"](np.ones(1, "float32"))
     np.testing.assert_allclose(out.numpy(), np.tanh(np.ones(1, "float32")), rtol=1e-6)
+
+
+DEVICE_CONSTANT_ARGUMENT = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global")]})
+    @R.function
+    def helper(p: R.Tensor((1,), dtype="float32")) -> R.Tensor((1,), dtype="float32"):
+        lv = R.hint_on_device(p, R.device("sim", 0))
+        lv1 = R.exp(lv)
+        return lv1
+
+    @R.function
+    def main(x: R.Tensor((1,), dtype="float32")) -> R.Tensor((1,), dtype="float32"):
+        cls = Module
+        lv = cls.helper(R.const([0.625], "float32"))
+        return lv
+'''
+
+
+def test_constant_planned_on_a_device_reaches_a_function_there():
+    """PlanDevices places a constant call argument on sim:0 (the callee's
+    parameter device); VM codegen passed it as a host constant."""
+    vm = hetvm.VirtualMachine(hetvm.build(from_source(DEVICE_CONSTANT_ARGUMENT)))
+    out = vm["main"](np.ones(1, "float32")).copyto(hetvm.cpu(0)).numpy()
+    np.testing.assert_allclose(out, np.exp(np.float32(0.625)), rtol=1e-6)
