@@ -236,7 +236,7 @@ class _Checker:
         if func.ret_struct_info is not None:
             self.sinfo(func.ret_struct_info, "the return struct info")
             if self.check_sinfo and body_sinfo is not None and not S.is_base_of(
-                func.ret_struct_info, body_sinfo
+                func.ret_struct_info, body_sinfo, check_vdevice=False
             ):
                 self.fail(
                     f"returns {S.describe(body_sinfo)}, which the declared return "
@@ -283,13 +283,13 @@ class _Checker:
                         f"match_cast pattern {S.describe(b.struct_info)} can never match "
                         f"a value of {S.describe(value.struct_info)}"
                     )
-                if var.struct_info is not None and not S.is_base_of(var.struct_info, b.struct_info):
+                if var.struct_info is not None and not S.is_base_of(var.struct_info, b.struct_info, check_vdevice=False):
                     self.fail(
                         f"variable '{var.name_hint}' is annotated {S.describe(var.struct_info)}, "
                         f"which does not admit the pattern {S.describe(b.struct_info)}"
                     )
         elif self.check_sinfo and var.struct_info is not None and value.struct_info is not None:
-            if not S.is_base_of(var.struct_info, value.struct_info):
+            if not S.is_base_of(var.struct_info, value.struct_info, check_vdevice=False):
                 self.fail(
                     f"variable '{var.name_hint}' is annotated {S.describe(var.struct_info)}, "
                     f"which does not admit its value's {S.describe(value.struct_info)}"

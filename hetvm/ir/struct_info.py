@@ -246,11 +246,14 @@ def shapes_equal(a: Sequence[PrimExpr] | None, b: Sequence[PrimExpr] | None) -> 
     return len(a) == len(b) and all(prim.prove_equal(x, y) for x, y in zip(a, b))
 
 
-def is_base_of(base: StructInfo, derived: StructInfo) -> bool:
+def is_base_of(base: StructInfo, derived: StructInfo, check_vdevice: bool = True) -> bool:
     """True when every value described by ``derived`` is also described by ``base``.
 
     Used to check that a binding's annotation admits its value, and that a
-    match_cast narrows rather than contradicts.
+    match_cast narrows rather than contradicts. ``check_vdevice=False`` ignores
+    devices: in hetvm an annotation naming another device than the value's is
+    a placement constraint that PlanDevices resolves with a copy, not a type
+    error.
     """
     if isinstance(base, ObjectStructInfo):
         return True
@@ -264,7 +267,7 @@ def is_base_of(base: StructInfo, derived: StructInfo) -> bool:
         if base.shape is not None and not shapes_equal(base.shape, derived.shape):
             return False
         # a tensor known to live on a device is not admitted by one that may live anywhere
-        if base.vdevice is not None and derived.vdevice != base.vdevice:
+        if check_vdevice and base.vdevice is not None and derived.vdevice != base.vdevice:
             return False
         return True
     if isinstance(base, ShapeStructInfo):
@@ -285,7 +288,7 @@ def is_base_of(base: StructInfo, derived: StructInfo) -> bool:
         return (
             isinstance(derived, TupleStructInfo)
             and len(base.fields) == len(derived.fields)
-            and all(is_base_of(b, d) for b, d in zip(base.fields, derived.fields))
+            and all(is_base_of(b, d, check_vdevice) for b, d in zip(base.fields, derived.fields))
         )
     if isinstance(base, FuncStructInfo):
         if not isinstance(derived, FuncStructInfo):
@@ -296,9 +299,9 @@ def is_base_of(base: StructInfo, derived: StructInfo) -> bool:
             # parameters are contravariant: the derived callable accepts at least as much
             if derived.params is None or len(derived.params) != len(base.params):
                 return False
-            if not all(is_base_of(d, b) for b, d in zip(base.params, derived.params)):
+            if not all(is_base_of(d, b, check_vdevice) for b, d in zip(base.params, derived.params)):
                 return False
-        return is_base_of(base.ret, derived.ret)
+        return is_base_of(base.ret, derived.ret, check_vdevice)
     return False
 
 

@@ -265,7 +265,7 @@ class ExprMutator:
             # keep the declared signature unless it no longer admits the body or
             # names symbolic vars the (new) params do not define; then re-derive it
             defined = [v for p in params for v in S.definable_vars(p.struct_info)]
-            if not S.is_base_of(ret, body.struct_info) or (
+            if not S.is_base_of(ret, body.struct_info, check_vdevice=False) or (
                 S.erase_to_well_defined(ret, defined) is not ret
             ):
                 ret = None

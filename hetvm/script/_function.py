@@ -135,7 +135,7 @@ class FunctionParser:
         if current:
             blocks.append(E.BindingBlock(current))
         seq = E.SeqExpr(blocks, body, span=self.env.diag.span(ret_stmt))
-        if ret is not None and body.struct_info is not None and not S.is_base_of(ret, body.struct_info):
+        if ret is not None and body.struct_info is not None and not S.is_base_of(ret, body.struct_info, check_vdevice=False):
             raise self.err(
                 ret_stmt,
                 f"struct info mismatch: the function returns {S.describe(body.struct_info)}, "
@@ -252,7 +252,7 @@ class FunctionParser:
         return var
 
     def check_annotation(self, ann: S.StructInfo, sinfo: S.StructInfo, name: str, node: ast.AST) -> None:
-        if not S.is_base_of(ann, sinfo):
+        if not S.is_base_of(ann, sinfo, check_vdevice=False):
             raise self.err(
                 node,
                 f"struct info mismatch for '{name}': the value is {S.describe(sinfo)}, "
