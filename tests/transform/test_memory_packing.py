@@ -5,7 +5,15 @@ from __future__ import annotations
 import random
 
 from hetvm.transform.memory_planning.lifetimes import exclusive, intervals_overlap, merge_intervals
-from hetvm.transform.memory_planning.packing import Buffer, conflict_lists, max_live_bytes, pack
+from hetvm.transform.memory_planning.packing import (
+    Buffer,
+    PackResult,
+    align_up,
+    conflict_lists,
+    max_live_bytes,
+    pack,
+    sweep_pack,
+)
 
 
 def assert_valid(buffers, result, alignment=64):
@@ -97,3 +105,20 @@ def test_random_buffers_are_valid_and_never_below_the_bound():
         result = pack(bufs)
         assert_valid(bufs, result)
         assert result.total >= max_live_bytes(bufs)
+
+
+def test_sweep_pack_is_valid_on_random_buffers():
+    rng = random.Random(99)
+    for _ in range(30):
+        bufs = _random_buffers(rng, rng.randrange(1, 80), with_paths=False)
+        footprints = [align_up(b.size, 64) for b in bufs]
+        offsets, total = sweep_pack(bufs, footprints)
+        assert_valid(bufs, PackResult({b.key: offsets[i] for i, b in enumerate(bufs)}, total, "sweep"))
+
+
+def test_equal_sizes_many_live_uses_the_sweep_and_meets_the_bound():
+    # 1,200 buffers of one size with long, staggered lifetimes: too many pairs to list
+    bufs = [Buffer(i, 128, ((i, i + 600),)) for i in range(1200)]
+    result = pack(bufs)
+    assert result.strategy == "sweep"
+    assert result.total == max_live_bytes(bufs) == 601 * 128

@@ -16,6 +16,7 @@ Offsets are multiples of ``alignment``; the arena is the highest end.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import random
 from dataclasses import dataclass
@@ -104,6 +105,80 @@ def max_live_bytes(buffers: Sequence[Buffer]) -> int:
         live = plain + (_branch_max(list(branched.values())) if branched else 0)
         best = max(best, live)
     return best
+
+
+MAX_CONFLICT_PAIRS = 400_000  # above this, pack with the linear-time sweep only
+
+
+def count_conflict_pairs(buffers: Sequence[Buffer], limit: int) -> int:
+    """Pairs of intervals live together, counted up to ``limit`` (cheap bail-out)."""
+    items = sorted((lo, hi) for b in buffers for lo, hi in b.intervals)
+    ends: list[int] = []
+    pairs = 0
+    for lo, hi in items:
+        while ends and ends[0] < lo:
+            heapq.heappop(ends)
+        pairs += len(ends)
+        if pairs > limit:
+            return pairs
+        heapq.heappush(ends, hi)
+    return pairs
+
+
+def sweep_pack(buffers: Sequence[Buffer], footprints: list[int]) -> tuple[list[int], int]:
+    """Best-fit in order of lifetime start, freeing bytes when a lifetime ends.
+
+    O(n log n + n * gaps): for programs with very many simultaneously live
+    tensors, where pairwise conflicts would be too many to list. A buffer
+    occupies the hull of its intervals, and branch exclusivity is ignored
+    (both only make the plan safer, not smaller).
+    """
+    order = sorted(range(len(buffers)), key=lambda i: (buffers[i].start, -buffers[i].size, i))
+    offsets = [0] * len(buffers)
+    gaps: list[list[int]] = []  # free [start, end) below the top, sorted
+    top = total = 0
+    ending: list[tuple[int, int]] = []  # heap of (last position, buffer)
+
+    def free(i: int) -> None:
+        nonlocal top
+        lo, hi = offsets[i], offsets[i] + footprints[i]
+        if hi <= lo:
+            return
+        k = bisect.bisect_left(gaps, [lo, hi])
+        if k > 0 and gaps[k - 1][1] == lo:
+            k -= 1
+            gaps[k][1] = hi
+        else:
+            gaps.insert(k, [lo, hi])
+        if k + 1 < len(gaps) and gaps[k + 1][0] == gaps[k][1]:
+            gaps[k][1] = gaps.pop(k + 1)[1]
+        if gaps[-1][1] >= top:
+            top = gaps.pop()[0]
+
+    for i in order:
+        b = buffers[i]
+        while ending and ending[0][0] < b.start:
+            free(heapq.heappop(ending)[1])
+        fp = footprints[i]
+        best = -1
+        for k, (lo, hi) in enumerate(gaps):
+            if hi - lo >= fp and (best < 0 or hi - lo < gaps[best][1] - gaps[best][0]):
+                best = k
+        if fp == 0:
+            offsets[i] = 0
+        elif best >= 0:
+            lo, hi = gaps[best]
+            offsets[i] = lo
+            if hi - lo == fp:
+                gaps.pop(best)
+            else:
+                gaps[best][0] = lo + fp
+        else:
+            offsets[i] = top
+            top += fp
+        total = max(total, offsets[i] + b.size)
+        heapq.heappush(ending, (b.intervals[-1][1] if b.intervals else b.start, i))
+    return offsets, total
 
 
 def conflict_lists(buffers: Sequence[Buffer]) -> list[list[int]]:
@@ -240,13 +315,17 @@ def pack(
     if not buffers:
         return PackResult({}, 0, "empty")
     footprints = [align_up(b.size, alignment) for b in buffers]
-    conflicts = conflict_lists(buffers)
     lower = max_live_bytes(buffers)
+    if count_conflict_pairs(buffers, MAX_CONFLICT_PAIRS) > MAX_CONFLICT_PAIRS:
+        offsets, total = sweep_pack(buffers, footprints)
+        return PackResult({b.key: offsets[i] for i, b in enumerate(buffers)}, total, "sweep")
+    conflicts = conflict_lists(buffers)
     best: tuple[list[int], int] | None = None
     best_name = ""
     strategies = _orders(buffers, conflicts)
     if len(buffers) > 4000:  # large programs: the two strongest orders only
         strategies = strategies[:2]
+    sweep_offsets, sweep_total = sweep_pack(buffers, footprints)
     for name, order in strategies:
         for best_fit in (True, False):
             got = _greedy(buffers, conflicts, order, footprints, best_fit, None if best is None else best[1])
@@ -257,6 +336,8 @@ def pack(
         if best is not None and best[1] <= lower:
             break
     assert best is not None
+    if sweep_total < best[1]:
+        best, best_name = (sweep_offsets, sweep_total), "sweep"
     iterations = search_iterations
     if iterations is None:
         iterations = max(0, min(300, 60_000 // max(1, len(buffers))))
