@@ -8,6 +8,8 @@ then VM codegen (or graph-executor codegen).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
 from typing import Any, Sequence
 
@@ -100,15 +102,30 @@ def lower(
         host = default
     pipeline = default_pipeline(default, host or VDevice("llvm", 0), plan_memory, plan_devices_options)
     current = PassContext.current()
-    if instruments:
-        with PassContext(
-            opt_level=current.opt_level,
-            config=current.config,
-            instruments=list(current.instruments) + list(instruments),
-            disabled_pass=current.disabled_pass,
-        ):
-            return pipeline(mod)
-    return pipeline(mod)
+    with _gc_paused():
+        if instruments:
+            with PassContext(
+                opt_level=current.opt_level,
+                config=current.config,
+                instruments=list(current.instruments) + list(instruments),
+                disabled_pass=current.disabled_pass,
+            ):
+                return pipeline(mod)
+        return pipeline(mod)
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Passes build many small immutable nodes and no reference cycles; Python's
+    cyclic collector would rescan them all again and again (superlinear time on
+    large modules), so it is paused while the pipeline runs."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def build(
@@ -129,6 +146,11 @@ def build(
     """
     if executor not in ("vm", "graph"):
         raise HetvmError(f"unknown executor '{executor}' (expected 'vm' or 'graph')")
+    with _gc_paused():
+        return _build(mod, target, target_host, executor, plan_memory, instruments, plan_devices_options)
+
+
+def _build(mod, target, target_host, executor, plan_memory, instruments, plan_devices_options):  # noqa: ANN001, ANN202
     lowered = lower(mod, target, target_host, plan_memory, instruments, plan_devices_options)
     metadata = {k: v for k, v in lowered.attrs.items() if _json_like(v)}
     if "memory_plan" in lowered.attrs:

@@ -8,11 +8,14 @@ from .free_vars import (
     free_vars,
     sinfo_symbolic_vars,
 )
+from .memory_plan import check_no_overlap, memory_plan_report
 from .uses import collect_uses
 from .well_formed import check_well_formed, well_formed
 
 __all__ = [
     "all_vars",
+    "check_no_overlap",
+    "memory_plan_report",
     "bound_vars",
     "check_well_formed",
     "collect_uses",

@@ -25,6 +25,8 @@ from .pass_infra import (
     function_pass,
     module_pass,
 )
+from .plan_devices import PlanDevices
+from .static_plan_block_memory import StaticPlanBlockMemory
 from .to_non_dataflow import ToNonDataflow
 
 __all__ = [
@@ -49,4 +51,6 @@ __all__ = [
     "function_pass",
     "module_pass",
     "ToNonDataflow",
+    "PlanDevices",
+    "StaticPlanBlockMemory",
 ]

@@ -95,16 +95,9 @@ def test_hetvm_print_is_what_tvm_prints(build):
     assert tvm_text(text).replace(AXIS, "") == text.replace(AXIS, "")
 
 
-ALLOC_TENSOR_5_ARGS = pytest.mark.xfail(
-    strict=True,
-    reason="TVM prints R.memory.alloc_tensor with a 5th argument (runtime_device_index) "
-    "that hetvm.op.memory.alloc_tensor does not take yet",
-)
-
-
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(n, marks=ALLOC_TENSOR_5_ARGS) if n == "seed" else n for n in sorted(HETVM_SCRIPTS)],
+    sorted(HETVM_SCRIPTS),
 )
 def test_hetvm_print_reads_back_from_tvm(name):
     mod = from_source(HETVM_SCRIPTS[name])
