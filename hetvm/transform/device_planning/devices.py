@@ -177,6 +177,6 @@ def _registry_has(op: str, kind: str) -> bool:
         from ...kernels.registry import KINDS
     except ImportError:  # pragma: no cover - kernels always ship
         return True
-    if not kernel_ops(kind) or has_kernel(op, kind):
+    if has_kernel(op, kind) or not kernel_ops(kind):
         return True
     return not any(has_kernel(op, k) for k in KINDS)

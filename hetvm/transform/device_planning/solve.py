@@ -45,11 +45,12 @@ class Placement:
 def consumers(problem: Problem) -> dict[int, list[tuple[str, object]]]:
     """Per value, the places that read it: ("dom", root) or ("dev", key), in order."""
     out: dict[int, list[tuple[str, object]]] = {}
+    seen: set[tuple[int, tuple[str, object]]] = set()
     for d in problem.demands:
         node: tuple[str, object] = ("dom", problem.find(d.domain)) if d.domain is not None else ("dev", d.device)
-        lst = out.setdefault(d.value, [])
-        if node not in lst:
-            lst.append(node)
+        if (d.value, node) not in seen:
+            seen.add((d.value, node))
+            out.setdefault(d.value, []).append(node)
     return out
 
 
