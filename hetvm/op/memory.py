@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..ir import expr as E
+from ..ir import prim as P
 from ..ir import struct_info as S
 from .attrs import as_dtype_arg, as_prim_arg, as_shape_arg, as_string_arg
 from .base import DeviceBehavior, fail, make_call, register_op, tensor_arg
@@ -67,13 +68,16 @@ def alloc_tensor(
 ) -> E.Call:
     """A tensor view of ``storage`` at byte ``offset``.
 
-    TVM 0.27 prints a fifth argument, the runtime device index; it is kept when
-    given (the storage already fixes the device, so hetvm never needs it).
+    TVM 0.27 prints a fifth argument, the runtime device index, usually its
+    default 0; a non-default one is kept (the storage already fixes the device,
+    so hetvm never needs it), the default is dropped so both spellings agree.
     """
     op = "memory.alloc_tensor"
     args = [storage, as_prim_arg(op, offset, "offset"), as_shape_arg(op, shape), as_dtype_arg(op, dtype)]
     if runtime_device_index is not None:
-        args.append(as_prim_arg(op, runtime_device_index, "runtime_device_index"))
+        index = as_prim_arg(op, runtime_device_index, "runtime_device_index")
+        if not (isinstance(index, E.PrimValue) and P.const_value(index.value) == 0):
+            args.append(index)
     return make_call(op, args)
 
 
