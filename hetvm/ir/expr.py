@@ -307,14 +307,30 @@ class DataflowBlock(BindingBlock):
     """A block of pure bindings; DataflowVars defined here stay here."""
 
 
+def _merge_plain_blocks(blocks: tuple[BindingBlock, ...]) -> tuple[BindingBlock, ...]:
+    """Adjacent plain blocks become one: the text form cannot tell them apart,
+    so this normal form is what keeps print -> parse an exact round trip."""
+    out: list[BindingBlock] = []
+    for block in blocks:
+        if out and type(out[-1]) is BindingBlock and type(block) is BindingBlock:
+            out[-1] = BindingBlock(out[-1].bindings + block.bindings, span=out[-1].span)
+        else:
+            out.append(block)
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class SeqExpr(Expr):
     blocks: tuple[BindingBlock, ...]
     body: Expr
 
     def __post_init__(self) -> None:
-        if not isinstance(self.blocks, tuple):
-            object.__setattr__(self, "blocks", tuple(self.blocks))
+        blocks = tuple(self.blocks)
+        if any(
+            type(a) is BindingBlock and type(b) is BindingBlock for a, b in zip(blocks, blocks[1:])
+        ):
+            blocks = _merge_plain_blocks(blocks)
+        object.__setattr__(self, "blocks", blocks)
         if self.struct_info is None and self.body.struct_info is not None:
             # symbolic vars this scope's match_casts define do not leave it
             local = [

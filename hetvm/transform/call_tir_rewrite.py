@@ -71,7 +71,9 @@ class _Rewriter(ExprMutator):
         dev = outs[0].struct_info.vdevice  # type: ignore[union-attr]
         attrs["device_index"] = device_index(self.mod, dev)  # type: ignore[arg-type]
         attrs["num_outputs"] = len(outs)
-        packed = E.Call(func, tuple(arg_list) + tuple(outs), E.Attrs(attrs), struct_info=UNIT, span=call.span)
+        packed = E.Call(
+            func, tuple(arg_list) + tuple(outs), E.Attrs(attrs), (UNIT,), struct_info=UNIT, span=call.span
+        )
         self.emit_binding(E.VarBinding(self._unit_var(), packed, span=binding.span))
         if isinstance(out_sinfo, S.TupleStructInfo):
             self.emit_binding(E.VarBinding(binding.var, E.Tuple(tuple(outs)), span=binding.span))
@@ -86,6 +88,7 @@ class _Rewriter(ExprMutator):
         packed = E.Call(
             E.ExternFunc(COPY_BUILTIN),
             (call.args[0], E.PrimValue(dst), out),
+            sinfo_args=(UNIT,),
             struct_info=UNIT,
             span=call.span,
         )
