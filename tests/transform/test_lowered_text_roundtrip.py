@@ -7,8 +7,8 @@ from hetvm.ir import (
     BlockBuilder,
     TensorStructInfo,
     TupleGetItem,
-    VDevice,
     Var,
+    VDevice,
     assert_structural_equal,
 )
 from hetvm.pipeline import default_pipeline
