@@ -17,7 +17,9 @@ Where hetvm differs from TVM 0.27:
   symbolic vars (kept by canonicalisation) shares its root's bytes, so the root
   is killed after the last use of any alias (killing an alias alone would
   poison bytes still in use), and the alias registers are cleared then with
-  ``vm.kill_object``. Aliases of parameters and outputs are never killed.
+  ``vm.kill_object``. Aliases of parameters and outputs are never killed;
+* an ``If`` result may be a value of the enclosing scope (a branch returns
+  it): reading the result counts as reading every value a branch returns.
 """
 
 from __future__ import annotations
@@ -106,6 +108,10 @@ class _FunctionFacts:
             if isinstance(value, E.Tuple) and v not in seen:
                 seen.add(v)
                 stack.extend(f for f in reversed(value.fields) if isinstance(f, E.Var))
+            elif isinstance(value, E.If) and v not in seen:
+                # an If result may be a value of the enclosing scope: reading it reads that
+                seen.add(v)
+                stack.extend(reversed(_result_vars(value)))
         return out
 
     def _mark_outputs(self, expr: E.Expr, out: set[E.Var]) -> None:
@@ -123,6 +129,8 @@ class _FunctionFacts:
                 value = self.value_of.get(e)
                 if isinstance(value, E.Tuple):
                     stack.extend(value.fields)
+                elif isinstance(value, E.If):
+                    stack.extend(_result_vars(value))
                 root_value = self.value_of.get(self.root(e))
                 if isinstance(root_value, E.Tuple):
                     stack.extend(root_value.fields)
@@ -144,6 +152,19 @@ class _FunctionFacts:
         else:
             op = "vm.kill_object"
         return E.Call(get_op(op), (var,), struct_info=UNIT)
+
+
+def _result_vars(node: E.If) -> list[E.Var]:
+    """Variables the branches of ``node`` return (through literal tuples)."""
+    out: list[E.Var] = []
+    stack: list[E.Expr] = [node.true_branch.body, node.false_branch.body]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, E.Tuple):
+            stack.extend(e.fields)
+        elif isinstance(e, E.Var):
+            out.append(e)
+    return out
 
 
 def _kill_binding(call: E.Call) -> E.VarBinding:

@@ -49,3 +49,28 @@ def test_constant_planned_on_a_device_reaches_a_function_there():
     vm = hetvm.VirtualMachine(hetvm.build(from_source(DEVICE_CONSTANT_ARGUMENT)))
     out = vm["main"](np.ones(1, "float32")).copyto(hetvm.cpu(0)).numpy()
     np.testing.assert_allclose(out, np.exp(np.float32(0.625)), rtol=1e-6)
+
+
+IF_RETURNS_OUTER_VALUE = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((3,), dtype="float32"), c: R.Tensor((), dtype="bool")) -> R.Tensor((3,), dtype="float32"):
+        lv: R.Tensor((3,), dtype="float32") = R.tanh(x)
+        lv1: R.Tensor((3,), dtype="float32") = R.exp(lv)
+        if c:
+            lv2: R.Tensor((3,), dtype="float32") = R.negative(lv1)
+        else:
+            lv2: R.Tensor((3,), dtype="float32") = lv
+        lv3: R.Tensor((3,), dtype="float32") = R.exp(lv2)
+        return lv3
+'''
+
+
+def test_value_returned_by_a_branch_lives_until_the_if_result_is_read():
+    """KillAfterLastUse killed `lv` right after the If although the If result
+    is `lv` itself when the false branch runs (poison turned the result to NaN)."""
+    vm = hetvm.VirtualMachine(hetvm.build(from_source(IF_RETURNS_OUTER_VALUE)), poison=True)
+    x = np.array([0.5, 1, 2], "float32")
+    out = vm["main"](x, np.array(False)).numpy()
+    np.testing.assert_allclose(out, np.exp(np.tanh(x)), rtol=1e-6)
