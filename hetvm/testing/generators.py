@@ -233,6 +233,7 @@ class FunctionGen(_Drawer):
         self.tuples: list[E.Var] = []
         self.in_dataflow = False
         self.used_sym: set[P.PrimVar] = set()
+        self.folded: set[E.Var] = set()
         self.counter = 0
 
     # -- structure -----------------------------------------------------------
@@ -335,7 +336,8 @@ class FunctionGen(_Drawer):
         return True  # type: ignore[return-value]
 
     def step_hint(self) -> E.Expr | None:
-        x = self.pick()
+        # not on values folded to constants: see test_known_bugs (PlanDevices KeyError)
+        x = self.pick(where=lambda v: v not in self.folded)
         if x is None:
             return None
         vdev = self.draw_choice(self.m.vdevices)
@@ -403,6 +405,11 @@ class FunctionGen(_Drawer):
     # -- values --------------------------------------------------------------
     def emit(self, expr: E.Expr) -> E.Var:
         var = self.bb.emit(expr)
+        if isinstance(expr, E.Call) and isinstance(expr.op, E.Op) and all(
+            isinstance(a, (E.Constant, E.ShapeExpr, E.PrimValue)) or a in self.folded
+            for a in expr.args
+        ):
+            self.folded.add(var)  # FoldConstant will turn it into a constant
         sinfo = var.struct_info
         if isinstance(sinfo, S.TensorStructInfo) and sinfo.shape is not None and sinfo.dtype is not None:
             self.pool.append(var)
