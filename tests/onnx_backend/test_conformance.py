@@ -58,8 +58,6 @@ def _test_classes() -> dict[str, type]:
     for name, cls in _backend_test.test_cases.items():
         if name not in ("OnnxBackendNodeModelTest", "OnnxBackendRealModelTest"):
             continue
-        if name == "OnnxBackendRealModelTest" and not FULL:
-            continue
         methods = {k: v for k, v in vars(cls).items() if k.startswith("test_") and _kept(v)}
         out[name] = type(name, (unittest.TestCase,), {"__module__": __name__, **methods})
     return out

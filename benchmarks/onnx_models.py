@@ -1,0 +1,308 @@
+"""hetvm against ONNX Runtime on real models (figures printed, never asserted).
+
+For each light model that ships with the ``onnx`` package and a transformer
+encoder built with ``onnx.helper``, at batch 1 and 8, in one run:
+
+* hetvm's and ONNX Runtime's median latency (CPU, the same thread count for
+  both: BLAS threads for NumPy, ``intra_op_num_threads`` for ORT) and their ratio;
+* hetvm's memory: the planner's lower bound and planned bytes, and the peak the
+  VM measured (all devices together);
+* output agreement with ORT (max |difference| and allclose at rtol 1e-3, atol 1e-5).
+
+    python benchmarks/onnx_models.py [--threads 1] [--repeat 5] [--batches 1,8]
+                                     [--models squeezenet,encoder] [--devices cpu]
+
+The ORT columns are left out when onnxruntime is not installed
+(``pip install onnxruntime``). Issue 7's target: latency at most 1.5x ORT's
+on the convolutional models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _set_threads(argv: list[str]) -> int:
+    """BLAS thread count must be fixed before NumPy is imported."""
+    threads = 1
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            threads = int(argv[i + 1])
+        elif a.startswith("--threads="):
+            threads = int(a.split("=", 1)[1])
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    return threads
+
+
+_THREADS = _set_threads(sys.argv[1:])
+
+import copy  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+LIGHT = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",
+         "shufflenet", "squeezenet", "vgg19", "zfnet512"]  # fmt: skip
+
+
+def light_path(name: str) -> str:
+    import onnx
+
+    return os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", f"light_{name}.onnx")
+
+
+def encoder_model(batch: int, seq: int = 128, hidden: int = 256, heads: int = 4, ffn: int = 1024,
+                  layers: int = 2, seed: int = 0):  # fmt: skip
+    """A post-LN BERT-style encoder (MatMul/Add/Split/Reshape/Transpose/Softmax/
+    LayerNormalization/Erf-GELU) with static shapes, weights seeded."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    hd = hidden // heads
+    inits: dict[str, np.ndarray] = {
+        "qkv_split": np.array([hidden] * 3, np.int64),
+        "split_shape": np.array([batch, seq, heads, hd], np.int64),
+        "merge_shape": np.array([batch, seq, hidden], np.int64),
+        "scale": np.array(np.sqrt(hd), np.float32),
+        "sqrt2": np.array(np.sqrt(2.0), np.float32),
+        "one": np.array(1.0, np.float32),
+        "half": np.array(0.5, np.float32),
+    }
+    nodes = []
+    mk = helper.make_node
+    x = "x"
+    for i in range(layers):
+        p = f"l{i}_"
+
+        def w(name: str, *shape: int, scale: float = 0.05, _p: str = p) -> str:
+            inits[_p + name] = (rng.standard_normal(shape) * scale).astype(np.float32)
+            return _p + name
+
+        inits[p + "g1"] = np.ones(hidden, np.float32)
+        inits[p + "b1n"] = np.zeros(hidden, np.float32)
+        inits[p + "g2"] = np.ones(hidden, np.float32)
+        inits[p + "b2n"] = np.zeros(hidden, np.float32)
+        nodes += [
+            mk("MatMul", [x, w("wqkv", hidden, 3 * hidden)], [p + "qkv0"]),
+            mk("Add", [p + "qkv0", w("bqkv", 3 * hidden)], [p + "qkv"]),
+            mk("Split", [p + "qkv", "qkv_split"], [p + "q0", p + "k0", p + "v0"], axis=-1),
+            mk("Reshape", [p + "q0", "split_shape"], [p + "q1"]),
+            mk("Reshape", [p + "k0", "split_shape"], [p + "k1"]),
+            mk("Reshape", [p + "v0", "split_shape"], [p + "v1"]),
+            mk("Transpose", [p + "q1"], [p + "q"], perm=[0, 2, 1, 3]),
+            mk("Transpose", [p + "k1"], [p + "kt"], perm=[0, 2, 3, 1]),
+            mk("Transpose", [p + "v1"], [p + "v"], perm=[0, 2, 1, 3]),
+            mk("MatMul", [p + "q", p + "kt"], [p + "s0"]),
+            mk("Div", [p + "s0", "scale"], [p + "s1"]),
+            mk("Softmax", [p + "s1"], [p + "pr"], axis=-1),
+            mk("MatMul", [p + "pr", p + "v"], [p + "c0"]),
+            mk("Transpose", [p + "c0"], [p + "c1"], perm=[0, 2, 1, 3]),
+            mk("Reshape", [p + "c1", "merge_shape"], [p + "c"]),
+            mk("MatMul", [p + "c", w("wo", hidden, hidden)], [p + "a0"]),
+            mk("Add", [p + "a0", w("bo", hidden)], [p + "a"]),
+            mk("Add", [p + "a", x], [p + "r1"]),
+            mk("LayerNormalization", [p + "r1", p + "g1", p + "b1n"], [p + "h1"], axis=-1, epsilon=1e-5),
+            mk("MatMul", [p + "h1", w("w1", hidden, ffn)], [p + "f0"]),
+            mk("Add", [p + "f0", w("bf1", ffn)], [p + "f1"]),
+            mk("Div", [p + "f1", "sqrt2"], [p + "f2"]),
+            mk("Erf", [p + "f2"], [p + "f3"]),
+            mk("Add", [p + "f3", "one"], [p + "f4"]),
+            mk("Mul", [p + "f1", p + "f4"], [p + "f5"]),
+            mk("Mul", [p + "f5", "half"], [p + "f6"]),
+            mk("MatMul", [p + "f6", w("w2", ffn, hidden)], [p + "f7"]),
+            mk("Add", [p + "f7", w("bf2", hidden)], [p + "f8"]),
+            mk("Add", [p + "f8", p + "h1"], [p + "r2"]),
+            mk("LayerNormalization", [p + "r2", p + "g2", p + "b2n"], [p + "out"], axis=-1, epsilon=1e-5),
+        ]
+        x = p + "out"
+    nodes.append(mk("Identity", [x], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "encoder",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, hidden])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, hidden])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def with_batch(model, batch: int):
+    """A copy of ``model`` whose first input has batch ``batch`` (outputs left free)."""
+    out = copy.deepcopy(model)
+    inits = {i.name for i in out.graph.initializer}
+    first = next(vi for vi in out.graph.input if vi.name not in inits)
+    first.type.tensor_type.shape.dim[0].dim_value = batch
+    for vo in out.graph.output:
+        dims = vo.type.tensor_type.shape.dim
+        if dims:
+            dims[0].dim_param = "batch"
+    del out.graph.value_info[:]
+    return out
+
+
+def feeds_for(model, seed: int = 0) -> dict[str, np.ndarray]:
+    from onnx import helper
+
+    rng = np.random.default_rng(seed)
+    inits = {i.name for i in model.graph.initializer}
+    out = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+        dtype = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+        out[vi.name] = rng.standard_normal(shape).astype(dtype)
+    return out
+
+
+def _median_seconds(fn, repeat: int) -> float:
+    fn()  # warm-up (pools, caches)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bench_hetvm(model, feeds, devices: str, repeat: int) -> dict:
+    from hetvm.cli_support.placement import parse_devices
+    from hetvm.cli_support.reports import memory_rows, plan_of
+    from hetvm.cli_support.session import compile_program, configure_runtime
+    from hetvm.frontend import from_onnx
+    from hetvm.runtime.vm import VirtualMachine
+
+    t0 = time.perf_counter()
+    mod = from_onnx(model)
+    t1 = time.perf_counter()
+    setup = parse_devices(devices)
+    compiled = compile_program(mod, setup, want_explain=False)
+    t2 = time.perf_counter()
+    vm = VirtualMachine(compiled.exe, devices=configure_runtime(setup))
+    args = list(feeds.values())
+    holder: list = []
+
+    def call() -> None:
+        holder[:] = [vm["main"](*args)]
+
+    seconds = _median_seconds(call, repeat)
+    out = holder[0]
+    outs = list(out) if isinstance(out, tuple) else [out]
+    arrays = []
+    from hetvm.runtime.device import cpu
+
+    for o in outs:
+        if o.device.kind != "cpu":
+            o = o.copyto(cpu(0))
+        arrays.append(o.numpy())
+    rows = memory_rows(plan_of(compiled.exe), vm.memory_report())
+    total = {k: sum(r.get(k) or 0 for r in rows) for k in ("lower_bound", "planned", "peak")}
+    return {"seconds": seconds, "import_s": t1 - t0, "build_s": t2 - t1, "outputs": arrays, **total}
+
+
+def bench_ort(model, feeds, threads: int, repeat: int) -> dict | None:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    holder: list = []
+
+    def call() -> None:
+        holder[:] = [sess.run(None, feeds)]
+
+    seconds = _median_seconds(call, repeat)
+    return {"seconds": seconds, "outputs": holder[0]}
+
+
+def _mib(n: int | None) -> str:
+    return "-" if not n else f"{n / (1 << 20):.2f}"
+
+
+def agreement(a: list[np.ndarray], b: list[np.ndarray]) -> tuple[str, str]:
+    if len(a) != len(b):
+        return "-", f"{len(a)} vs {len(b)} outputs"
+    worst = 0.0
+    ok = True
+    for x, y in zip(a, b):
+        if x.shape != y.shape:
+            return "-", f"shape {x.shape} vs {y.shape}"
+        worst = max(worst, float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64)), initial=0.0)))
+        ok &= bool(np.allclose(x, y, rtol=1e-3, atol=1e-5))
+    return f"{worst:.1e}", "yes" if ok else "NO"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--models", default=",".join(LIGHT + ["encoder"]))
+    ap.add_argument("--devices", default="cpu", help="hetvm devices, e.g. sim:0,cpu")
+    args = ap.parse_args(argv)
+    import onnx
+
+    batches = [int(b) for b in args.batches.split(",") if b]
+    names = [m for m in args.models.split(",") if m]
+    has_ort = True
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        has_ort = False
+    print(f"hetvm vs ONNX Runtime, {args.threads} thread(s), median of {args.repeat}, hetvm on {args.devices}")
+    if not has_ort:
+        print("(onnxruntime is not installed: ORT columns left out; pip install onnxruntime)")
+    head = f"{'model':<14}{'batch':>5} {'hetvm ms':>10}"
+    if has_ort:
+        head += f" {'ORT ms':>9} {'ratio':>6}"
+    head += f" {'bound MiB':>10} {'planned':>8} {'peak':>8}"
+    if has_ort:
+        head += f" {'max|diff|':>10} {'agree':>6}"
+    print(head)
+    print("-" * len(head))
+    for name in names:
+        for batch in batches:
+            label = f"{name:<14}{batch:>5}"
+            try:
+                if name == "encoder":
+                    model = encoder_model(batch)
+                else:
+                    base = onnx.load(light_path(name))
+                    model = base if batch == 1 else with_batch(base, batch)
+                feeds = feeds_for(model)
+                h = bench_hetvm(model, feeds, args.devices, args.repeat)
+            except Exception as err:  # noqa: BLE001 - a benchmark reports, it does not stop
+                print(f"{label} hetvm failed: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
+                continue
+            line = f"{label} {h['seconds'] * 1e3:>10.1f}"
+            o = None
+            if has_ort:
+                try:
+                    o = bench_ort(model, feeds, args.threads, args.repeat)
+                except Exception as err:  # noqa: BLE001
+                    print(f"{label} ORT failed: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
+                if o is not None:
+                    line += f" {o['seconds'] * 1e3:>9.1f} {h['seconds'] / o['seconds']:>6.2f}"
+                else:
+                    line += f" {'-':>9} {'-':>6}"
+            line += f" {_mib(h['lower_bound']):>10} {_mib(h['planned']):>8} {_mib(h['peak']):>8}"
+            if has_ort:
+                diff, ok = agreement(h["outputs"], o["outputs"]) if o is not None else ("-", "-")
+                line += f" {diff:>10} {ok:>6}"
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

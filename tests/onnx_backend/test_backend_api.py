@@ -1,0 +1,79 @@
+"""``hetvm.onnx_backend`` as a library: devices, input forms, run_node, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+
+from onnx import TensorProto, helper  # noqa: E402
+
+from hetvm.errors import FrontendError  # noqa: E402
+from hetvm.onnx_backend import HetvmBackend  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cnn():
+    from hetvm.cli_support.demo_model import demo_onnx_model
+
+    return demo_onnx_model(batch=2)
+
+
+@pytest.fixture(scope="module")
+def image():
+    return np.random.default_rng(3).standard_normal((2, 3, 32, 32)).astype(np.float32)
+
+
+def test_supports_cpu_only_without_a_gpu():
+    assert HetvmBackend.supports_device("CPU")
+    assert not HetvmBackend.supports_device("FPGA")
+
+
+def test_run_model_list_and_dict_inputs_agree(cnn, image):
+    (a,) = HetvmBackend.run_model(cnn, [image])
+    rep = HetvmBackend.prepare(cnn)
+    (b,) = rep.run({"image": image})
+    (c,) = rep.run(image)
+    assert a.shape == (2, 10)
+    np.testing.assert_allclose(a.sum(axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, c)
+    assert rep.input_names == ["image"] and rep.output_names == ["probs"]
+
+
+def test_heterogeneous_prepare_matches_cpu(cnn, image):
+    (cpu,) = HetvmBackend.run_model(cnn, [image])
+    rep = HetvmBackend.prepare(cnn, devices=["sim:0", "cpu"], missing_kernels={"sim:0": ["nn.softmax"]})
+    assert [str(d) for d in rep.vm.exe_devices] == ["sim:0", "cpu:0"]
+    (het,) = rep.run([image])
+    np.testing.assert_allclose(het, cpu, rtol=1e-5, atol=1e-7)
+    # the VM really used both devices
+    report = rep.vm.memory_report()
+    assert report["sim:0"]["peak_bytes"] > 0 and report["cpu:0"]["peak_bytes"] > 0
+
+
+def test_wrong_inputs_are_named(cnn, image):
+    rep = HetvmBackend.prepare(cnn)
+    with pytest.raises(FrontendError, match="takes 1 input"):
+        rep.run([image, image])
+    with pytest.raises(FrontendError, match="missing \\['image'\\], unknown \\['x'\\]"):
+        rep.run({"x": image})
+
+
+def test_run_node_wraps_one_node():
+    node = helper.make_node("Relu", ["x"], ["y"])
+    x = np.array([[-1.0, 2.0], [3.0, -4.0]], np.float32)
+    (y,) = HetvmBackend.run_node(node, [x], outputs_info=[(np.float32, (2, 2))])
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+
+
+def test_unknown_device_and_bad_model():
+    node = helper.make_node("Relu", ["x"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(FrontendError, match="does not know device 'TPU'"):
+        HetvmBackend.prepare(model, "TPU")
+    with pytest.raises(FrontendError, match="not an ONNX model"):
+        HetvmBackend.prepare(b"garbage bytes")
