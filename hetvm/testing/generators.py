@@ -234,6 +234,7 @@ class FunctionGen(_Drawer):
         self.in_dataflow = False
         self.used_sym: set[P.PrimVar] = set()
         self.folded: set[E.Var] = set()
+        self.computed: set[E.Var] = set()  # tensors with bytes of their own
         self.counter = 0
 
     # -- structure -----------------------------------------------------------
@@ -295,6 +296,8 @@ class FunctionGen(_Drawer):
         self.emit(R.negative(self.pick(dtypes=G.NUMERIC) or self.positive_fresh()))
 
     def output(self) -> E.Expr:
+        if not self.is_main:
+            return self.helper_output()
         last = self.pool[-1]
         choice = self.draw_int(0, 9)
         if choice < 6 or len(self.pool) < 2:
@@ -303,6 +306,19 @@ class FunctionGen(_Drawer):
         if choice < 9:
             return E.Tuple((last, other))
         return E.Tuple((last, E.Tuple((other,))))
+
+    def helper_output(self) -> E.Expr:
+        """A helper returns freshly computed tensors, never (an alias of) a
+        parameter: see test_known_bugs (kills of an argument the callee returns)."""
+        outs = [self.pool[-1]]
+        if len(self.pool) > 1 and self.draw_bool(0.3):
+            outs.append(self.draw_choice(self.pool))
+        fresh = []
+        for v in outs:
+            if v not in self.computed:
+                v = self.emit(R.logical_not(v) if G.dtype_of(v) == "bool" else R.negative(v))
+            fresh.append(v)
+        return fresh[0] if len(fresh) == 1 else E.Tuple(tuple(fresh))
 
     # -- steps ---------------------------------------------------------------
     def step_op(self) -> E.Expr | None:
@@ -410,6 +426,8 @@ class FunctionGen(_Drawer):
             for a in expr.args
         ):
             self.folded.add(var)  # FoldConstant will turn it into a constant
+        if _computes(expr):
+            self.computed.add(var)
         sinfo = var.struct_info
         if isinstance(sinfo, S.TensorStructInfo) and sinfo.shape is not None and sinfo.dtype is not None:
             self.pool.append(var)
@@ -530,6 +548,17 @@ class FunctionGen(_Drawer):
     def choose_op(self, names: Sequence[str]) -> str | None:
         avail = [n for n in names if G.kernel_available(n)]
         return self.draw_choice(avail) if avail else None
+
+
+def _computes(expr: E.Expr) -> bool:
+    """Whether ``expr`` makes a new tensor (not a view, hint or re-binding of one)."""
+    from ..ir.op_registry import DeviceBehavior, op_info
+    from .interpreter import VIEW_OPS
+
+    if not isinstance(expr, E.Call) or not isinstance(expr.op, E.Op):
+        return False
+    info = op_info(expr.op)
+    return info.device_behavior is DeviceBehavior.FOLLOW_INPUTS and info.name not in VIEW_OPS
 
 
 @st.composite

@@ -91,3 +91,29 @@ class Module:
         return lv1
 '''
     hetvm.build(from_source(src))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="transform: KillAfterLastUse kills a call's argument after the call although the "
+    "callee returns that argument (the result aliases it; TVM's refcounting hides this, "
+    "hetvm's kills free at once) (hetvm/transform/kill_after_last_use.py)",
+)
+def test_function_returning_its_parameter():
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def identity(p: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+        return p
+
+    @R.function
+    def main(x: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+        cls = Module
+        lv = R.exp(x)
+        lv1 = cls.identity(lv)
+        return lv1
+'''
+    vm = hetvm.VirtualMachine(hetvm.build(from_source(src)))
+    x = np.array([0.0, 1.0], "float32")
+    np.testing.assert_allclose(vm["main"](x).numpy(), np.exp(x), rtol=1e-6)
