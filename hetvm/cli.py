@@ -51,13 +51,15 @@ def _place(model: Any, args: argparse.Namespace, setup: Any) -> Any:
     return mod
 
 
-def _compile(mod: Any, setup: Any, executor: str, console, want_explain: bool = True) -> Any:
+def _compile(mod: Any, setup: Any, executor: str, console, want_explain: bool = True,
+             plan_memory: bool = True) -> Any:  # fmt: skip
     from .cli_support.session import compile_program
     from .pipeline import default_pipeline
 
     total = len(default_pipeline().passes)
     with console.progress("building", total) as advance:
-        return compile_program(mod, setup, executor, on_pass=lambda _name: advance(), want_explain=want_explain)
+        return compile_program(mod, setup, executor, on_pass=lambda _name: advance(),
+                               want_explain=want_explain, plan_memory=plan_memory)  # fmt: skip
 
 
 def _inputs(model: Any, mod: Any, args: argparse.Namespace):
@@ -144,6 +146,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from .cli_support.console import format_bytes
     from .cli_support.memory_view import arena_layout, live_series
     from .cli_support.reports import memory_table
     from .cli_support.session import run
@@ -159,18 +162,25 @@ def cmd_plan(args: argparse.Namespace) -> int:
         result = run(compiled, args_np, trace=True)
     rows = _memory_rows(compiled, result)
     console.table(memory_table(rows))
-    series = live_series(result.events)
+    # live bytes tensor by tensor: the same program without the static plan,
+    # so every intermediate is its own allocation and every kill frees it
+    unplanned = _compile(mod, setup, "vm", console, want_explain=False, plan_memory=False)
+    with console.status("running without the static plan (traced)"):
+        traced = run(unplanned, args_np, trace=True)
+    series = live_series(traced.events)
     for dev, s in series.items():
         console.print(
-            f"{dev}: peak with kills {s.peak} B, without kills {s.peak_without_kills} B "
-            f"({len(s.steps)} allocator events)"
+            f"{dev}: tensor by tensor, peak {format_bytes(s.peak)} with kills, "
+            f"{format_bytes(s.peak_without_kills)} without kills ({len(s.steps)} allocator events)"
         )
     if args.plot:
         from .cli_support.plots import plot_memory
 
         bounds = {r["device"]: r.get("lower_bound") for r in rows}
-        plot_memory(args.plot, series, arena_layout(compiled.lowered), bounds,
-                    title=f"{os.path.basename(model.label)} on {', '.join(setup.names)}")  # fmt: skip
+        planned = {r["device"]: r.get("planned") for r in rows}
+        plot_memory(args.plot, series, arena_layout(compiled.lowered), bounds, planned,
+                    title=f"{os.path.basename(model.label)} on {', '.join(setup.names)}",
+                    device_names=setup.names)  # fmt: skip
         console.print(f"plot written to {args.plot}")
     return 0
 
@@ -209,6 +219,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .cli_support.placement import parse_devices
 
     console = _console(args)
+    if args.save_model:
+        import onnx
+
+        from .cli_support.demo_model import demo_onnx_model
+
+        onnx.save(demo_onnx_model(batch=args.batch), args.save_model)
+        console.print(f"demo model written to {args.save_model}")
+        return 0
     with console.status("building the demo model"):
         mod, origin = demo_module(batch=args.batch)
     console.heading("hetvm demo")
@@ -253,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="run the built-in example on sim:0 + cpu (no file needed)")
     _common(p, model=False)
     p.add_argument("--batch", type=int, default=2, help="batch size of the demo model")
+    p.add_argument("--save-model", metavar="FILE.onnx", help="write the demo model as ONNX and stop")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo, repeat=1)
 

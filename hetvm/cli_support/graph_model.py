@@ -115,7 +115,11 @@ def extract_graph(mod: IRModule, func_name: str = "main", default_device: str | 
             if onnx:
                 detail = f"{onnx[0]} · {detail}"
             dev = _device_of(var.struct_info, default_device)
-            graph.nodes.append(Node(nid, label if kind != "copy" else f"copy {var.name_hint}", kind, dev, detail))
+            if kind == "copy":  # short labels: a diamond has little room
+                src = value.args[0] if value.args else None
+                label = f"copy to {dev}" if dev else "copy"
+                detail = getattr(src, "name_hint", "") or detail
+            graph.nodes.append(Node(nid, label, kind, dev, detail))
             for src in dict.fromkeys(s for a in value.args for s in sources(a)):
                 graph.edges.append((src, nid))
             producers[var] = [nid]

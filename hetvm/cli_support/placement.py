@@ -238,7 +238,11 @@ def apply_pins(mod: IRModule, rules: list[tuple[str, VDevice]]) -> tuple[IRModul
     unmatched = [k for k, n in hits.items() if n == 0]
     if unmatched:
         ops = sorted({v[1] for v in node_of.values()}) if node_of else []
-        hint = f" (the model's op types: {', '.join(ops)})" if ops else ""
+        nodes = list(dict.fromkeys(v[0] for v in node_of.values()))
+        hint = ""
+        if ops:
+            shown = ", ".join(nodes[:6]) + (f", ... ({len(nodes)} nodes)" if len(nodes) > 6 else "")
+            hint = f" (the model's op types: {', '.join(ops)}; nodes: {shown})"
         raise DevicePlanError(f"--place {', '.join(unmatched)}: matches no op type, node or value{hint}")
     out.attrs.update({k: v for k, v in mod.attrs.items() if k not in out.attrs})
     return out, hits

@@ -1,8 +1,9 @@
 """The memory picture of ``hetvm plan --plot``, drawn with matplotlib (Agg).
 
-Top: bytes live per device over the program, with the kills (the run as it
-happened) and without them (no memory returned before the call ends), with
-the planner's lower bound as a reference line. Bottom: each arena of the
+Top: bytes live per device over the program, tensor by tensor (a run without
+the static plan, so each intermediate is its own allocation), with the kills
+and without them (nothing returned before the call ends), and the planner's
+lower bound and planned arena bytes as reference lines. Bottom: each arena of the
 static plan, tensors as rectangles (time × byte offset), so reuse of the same
 bytes by tensors with disjoint lifetimes is visible at a glance.
 """
@@ -28,8 +29,15 @@ def _pyplot() -> Any:
     return plt
 
 
-def _mib(n: float) -> float:
-    return n / (1 << 20)
+_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
+
+
+def _unit(largest: float) -> tuple[str, float]:
+    """The largest binary unit that keeps ``largest`` at 1 or more."""
+    for name, size in _UNITS:
+        if largest >= size:
+            return name, float(size)
+    return "B", 1.0
 
 
 def plot_memory(
@@ -37,9 +45,14 @@ def plot_memory(
     series: Mapping[str, Series],
     arenas: Sequence[Arena],
     bounds: Mapping[str, int | None] | None = None,
+    planned: Mapping[str, int | None] | None = None,
     title: str = "",
+    device_names: Sequence[str] = (),
 ) -> str:
-    """Writes the picture to ``path`` (format from the extension); returns the path."""
+    """Writes the picture to ``path`` (format from the extension); returns the path.
+
+    ``device_names`` names the executable's device indices (arenas carry indices).
+    """
     plt = _pyplot()
     from matplotlib.patches import Rectangle
 
@@ -55,16 +68,22 @@ def plot_memory(
         s = series[dev]
         ax = axes[0][i]
         ax.set_visible(True)
-        ax.step(s.steps, [_mib(v) for v in s.without_kills], where="post", ls="--", color="#999999",
-                label=f"without kills (peak {_mib(s.peak_without_kills):.2f} MiB)")  # fmt: skip
-        ax.step(s.steps, [_mib(v) for v in s.with_kills], where="post", color="#1f78b4",
-                label=f"with kills (peak {_mib(s.peak):.2f} MiB)")  # fmt: skip
         bound = (bounds or {}).get(dev)
+        arena = (planned or {}).get(dev)
+        unit, scale = _unit(max(s.peak_without_kills, bound or 0, arena or 0))
+        ax.step(s.steps, [v / scale for v in s.without_kills], where="post", ls="--", color="#999999",
+                label=f"without kills (peak {s.peak_without_kills / scale:.2f} {unit})")  # fmt: skip
+        ax.step(s.steps, [v / scale for v in s.with_kills], where="post", color="#1f78b4",
+                label=f"with kills (peak {s.peak / scale:.2f} {unit})")  # fmt: skip
         if bound:
-            ax.axhline(_mib(bound), color="#e31a1c", lw=1, ls=":", label=f"lower bound {_mib(bound):.2f} MiB")
+            ax.axhline(bound / scale, color="#e31a1c", lw=1, ls=":", label=f"lower bound {bound / scale:.2f} {unit}")
+        if arena:
+            ax.axhline(arena / scale, color="#33a02c", lw=1, ls="-.",
+                       label=f"static plan {arena / scale:.2f} {unit}")  # fmt: skip
+        ax.set_ylim(bottom=0)
         ax.set_title(f"bytes live on {dev}")
-        ax.set_xlabel("program order (allocator events)")
-        ax.set_ylabel("MiB")
+        ax.set_xlabel("program order (allocations and frees, tensor by tensor)")
+        ax.set_ylabel(unit)
         ax.legend(fontsize=8, loc="upper left")
     if not devices:
         ax = axes[0][0]
@@ -74,17 +93,21 @@ def plot_memory(
         ax = axes[1][j]
         ax.set_visible(True)
         cmap = plt.get_cmap("tab20")
-        for k, b in enumerate(arena.blocks):
-            ax.add_patch(Rectangle((b.start, _mib(b.offset)), max(b.end - b.start, 0.6), _mib(b.size),
-                                   facecolor=cmap(k % 20), edgecolor="#333333", lw=0.4, alpha=0.85))  # fmt: skip
         size = arena.size if arena.size is not None else arena.used
-        ax.set_xlim(0, max((b.end for b in arena.blocks), default=1) + 1)
-        ax.set_ylim(0, max(_mib(size), 1e-6) * 1.05)
-        ax.axhline(_mib(size), color="#333333", lw=0.8, ls="--")
-        ax.set_title(f"arena {arena.name} (device {arena.device_index}): {len(arena.blocks)} tensors, "
-                     f"{_mib(size):.2f} MiB", fontsize=9)  # fmt: skip
+        unit, scale = _unit(max(size, 1))
+        for k, b in enumerate(arena.blocks):
+            ax.add_patch(Rectangle((b.start, b.offset / scale), max(b.end - b.start, 0.6), b.size / scale,
+                                   facecolor=cmap(k % 20), edgecolor="#333333", lw=0.4, alpha=0.85))  # fmt: skip
+        ax.set_xlim(min((b.start for b in arena.blocks), default=0) - 1,
+                    max((b.end for b in arena.blocks), default=1) + 1)  # fmt: skip
+        ax.set_ylim(0, max(size / scale, 1e-9) * 1.05)
+        ax.axhline(size / scale, color="#333333", lw=0.8, ls="--")
+        idx = arena.device_index
+        name = device_names[idx] if idx < len(device_names) else f"device {idx}"
+        ax.set_title(f"arena {arena.name} on {name}: {len(arena.blocks)} tensors, "
+                     f"{size / scale:.2f} {unit}", fontsize=9)  # fmt: skip
         ax.set_xlabel("binding position (lifetime)")
-        ax.set_ylabel("offset (MiB)")
+        ax.set_ylabel(f"offset ({unit})")
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -115,6 +115,7 @@ def compile_program(
     executor: str = "vm",
     on_pass: Callable[[str], None] | None = None,
     want_explain: bool = True,
+    plan_memory: bool = True,
 ) -> Compiled:
     """Declares the devices, builds for them and keeps the lowered module."""
     import hetvm
@@ -129,6 +130,7 @@ def compile_program(
         target=target,
         target_host="llvm",
         executor=executor,
+        plan_memory=plan_memory,
         instruments=[recorder],
         plan_devices_options=_plan_options(setup) or None,
     )
