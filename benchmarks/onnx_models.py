@@ -145,6 +145,17 @@ def with_batch(model, batch: int):
         if dims:
             dims[0].dim_param = "batch"
     del out.graph.value_info[:]
+    # the light models were exported at batch 1 with Reshape targets like
+    # [1, 9216]; ONNX's 0 ("copy this dim from the input") makes them batch-free
+    from onnx import numpy_helper
+
+    shape_inputs = {n.input[1] for n in out.graph.node if n.op_type == "Reshape" and len(n.input) > 1}
+    for i, init in enumerate(out.graph.initializer):
+        if init.name in shape_inputs:
+            arr = numpy_helper.to_array(init).copy()
+            if arr.ndim == 1 and arr.size and arr[0] == 1:
+                arr[0] = 0
+                out.graph.initializer[i].CopyFrom(numpy_helper.from_array(arr, init.name))
     return out
 
 
