@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..errors import FrontendError, HetvmError, ParseError
+from ..errors import FrontendError, HetvmError
 from ..ir.module import IRModule
 
 __all__ = ["LoadedModel", "load", "load_onnx_proto"]
@@ -67,13 +67,7 @@ def _load_script(path: str) -> LoadedModel:
         ) from None
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    try:
-        mod = from_source(text)
-    except ParseError as err:
-        if err.line is not None and not err.filename:
-            raise ParseError(err.raw_message, filename=path, line=err.line,
-                             column=err.column, source_line=err.source_line) from None  # fmt: skip
-        raise
+    mod = from_source(text, filename=path)  # ParseError names path:line:col
     if not isinstance(mod, IRModule):
         raise FrontendError(f"{path}: the script defines no IRModule (got {type(mod).__name__})")
     return LoadedModel(mod, path, "script")

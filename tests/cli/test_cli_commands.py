@@ -146,3 +146,30 @@ def test_show_text_dot_svg(capsys, demo_onnx, tmp_path):
     root = ET.fromstring(svg.read_text())
     assert root.tag.endswith("svg")
     assert "copy" in svg.read_text()
+
+
+SCRIPT = '''from hetvm.script import ir as I, relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 8), dtype="float32")) -> R.Tensor((4, 8), dtype="float32"):
+        with R.dataflow():
+            y = R.multiply(x, x)
+            z = R.nn.softmax(y, axis=-1)
+            R.output(z)
+        return z
+'''
+
+
+def test_tvmscript_model_runs_across_devices(capsys, tmp_path):
+    path = tmp_path / "prog.py"
+    path.write_text(SCRIPT)
+    code, out, err = run_cli(capsys, "run", str(path), "--devices", "sim:0,cpu",
+                             "--missing-kernel", "sim:0=nn.softmax", "--plain")  # fmt: skip
+    assert code == 0, err
+    assert "sim:0 -> cpu:0: 1 copy, 128 B" in out
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = (\n")
+    code, _, err = run_cli(capsys, "show", str(bad))
+    assert code == 1 and f"{bad}:1:" in err and len(err.strip().splitlines()) == 1
