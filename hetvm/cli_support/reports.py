@@ -164,6 +164,8 @@ def memory_table(rows: Sequence[Mapping[str, Any]]) -> Table:
             ratio,
             "-" if r.get("alloc_calls") is None else r["alloc_calls"],
         )
-    if rows and all(r.get("planned") is None for r in rows):
+    if not rows:
+        t.footer = "(no memory statistics: the graph executor does not report them)"
+    elif all(r.get("planned") is None for r in rows):
         t.footer = "(no memory plan in this build: planned figures unavailable)"
     return t

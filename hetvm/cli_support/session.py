@@ -102,6 +102,8 @@ def copy_report(exe: Any, planned: IRModule | None, setup: DeviceSetup) -> Any:
     meta = getattr(exe, "metadata", None)
     if isinstance(meta, dict) and isinstance(meta.get("device_copies"), list):
         return {"copies": meta["device_copies"]}
+    if planned is not None and isinstance(planned.attrs.get("device_copies"), list):
+        return {"copies": planned.attrs["device_copies"]}
     if planned is not None:
         from .copies import copies_from_module
 
@@ -197,8 +199,10 @@ def _run_graph(compiled: Compiled, args: Sequence[np.ndarray], devices: list[Any
 
 
 def _graph_parts(lib: Any) -> tuple[Any, Any, Any]:
+    """(graph json, kernel library, params) of a graph-executor build."""
     if isinstance(lib, tuple):
         return (tuple(lib) + (None, None, None))[:3]
-    graph = getattr(lib, "graph_json", None) or getattr(lib, "graph", None)
-    params = getattr(lib, "params", None)
-    return graph, lib, params
+    graph = lib.get_graph_json() if hasattr(lib, "get_graph_json") else getattr(lib, "graph", None)
+    kernels = lib.get_lib() if hasattr(lib, "get_lib") else lib
+    params = lib.get_params() if hasattr(lib, "get_params") else getattr(lib, "params", None)
+    return graph, kernels, params
