@@ -1,8 +1,11 @@
 """The README's first program (kept identical to it by tests/test_readme.py)."""
 
 import numpy as np
+
 import hetvm
-from hetvm.script import ir as I, relax as R
+from hetvm.script import ir as I
+from hetvm.script import relax as R
+
 
 @I.ir_module
 class Module:
