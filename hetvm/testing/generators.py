@@ -308,14 +308,14 @@ class FunctionGen(_Drawer):
         return E.Tuple((last, E.Tuple((other,))))
 
     def helper_output(self) -> E.Expr:
-        """A helper returns freshly computed tensors, never (an alias of) a
-        parameter: see test_known_bugs (kills of an argument the callee returns)."""
+        """A helper's results: often freshly computed, sometimes (an alias of) a
+        parameter, which its callers must not kill (test_regressions)."""
         outs = [self.pool[-1]]
         if len(self.pool) > 1 and self.draw_bool(0.3):
             outs.append(self.draw_choice(self.pool))
         fresh = []
         for v in outs:
-            if v not in self.computed:
+            if v not in self.computed and self.draw_bool():
                 v = self.emit(R.logical_not(v) if G.dtype_of(v) == "bool" else R.negative(v))
             fresh.append(v)
         return fresh[0] if len(fresh) == 1 else E.Tuple(tuple(fresh))
@@ -357,12 +357,12 @@ class FunctionGen(_Drawer):
         if x is None:
             return None
         vdev = self.draw_choice(self.m.vdevices)
-        if vdev.is_host:  # R.device("cpu") vs a declared "llvm" vdevice: see test_known_bugs
+        if vdev.is_host:  # R.device("cpu") does not re-parse: see test_known_bugs
             return R.hint_on_device(x, vdev)
-        return R.hint_on_device(x, R.device(vdev.kind, vdev.vdevice_id))
+        return R.hint_on_device(x, R.device("cpu" if vdev.is_host else vdev.kind, vdev.vdevice_id))
 
     def step_to_vdevice(self) -> E.Expr | None:
-        x = self.pick()
+        x = self.pick(where=lambda v: v not in self.folded)  # as step_hint
         if x is None:
             return None
         return R.to_vdevice(x, self.draw_choice(self.m.vdevices))

@@ -3,6 +3,9 @@
 import numpy as np
 
 import hetvm
+from hetvm import ir
+from hetvm import op as R
+from hetvm.ir import struct_info as S
 from hetvm.script import from_source
 
 MATCH_CAST_OUTPUT = '''
@@ -74,3 +77,51 @@ def test_value_returned_by_a_branch_lives_until_the_if_result_is_read():
     x = np.array([0.5, 1, 2], "float32")
     out = vm["main"](x, np.array(False)).numpy()
     np.testing.assert_allclose(out, np.exp(np.tanh(x)), rtol=1e-6)
+
+
+def test_split_sections_not_dividing_the_axis():
+    x = ir.Var("x", struct_info=S.TensorStructInfo((5,), "float32"))
+    bb = ir.BlockBuilder()
+    with bb.function("main", [x]):
+        parts = bb.emit(R.split(x, 2, axis=0))
+        bb.emit_func_output(parts)
+    vm = hetvm.VirtualMachine(hetvm.build(bb.get()))
+    a, b = vm["main"](np.arange(5, dtype="float32"))
+    np.testing.assert_array_equal(a.numpy(), [0, 1, 2])
+    np.testing.assert_array_equal(b.numpy(), [3, 4])
+
+
+def test_hint_on_device_cpu_names_the_declared_llvm_vdevice():
+    src = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global")]})
+    @R.function
+    def main(x: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+        lv = R.hint_on_device(x, R.device("cpu", 0))
+        lv1 = R.exp(lv)
+        return lv1
+'''
+    from hetvm.analysis import check_well_formed
+
+    check_well_formed(from_source(src))
+
+
+def test_function_returning_its_parameter():
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def identity(p: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+        return p
+
+    @R.function
+    def main(x: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+        cls = Module
+        lv = R.exp(x)
+        lv1 = cls.identity(lv)
+        return lv1
+'''
+    vm = hetvm.VirtualMachine(hetvm.build(from_source(src)))
+    x = np.array([0.0, 1.0], "float32")
+    np.testing.assert_allclose(vm["main"](x).numpy(), np.exp(x), rtol=1e-6)
