@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["store", "axes_or_none", "as_ints", "erf"]
+__all__ = ["store", "same_shape", "axes_or_none", "as_ints", "erf"]
 
 
 def store(out: Any, value: Any) -> None:
@@ -13,6 +13,13 @@ def store(out: Any, value: Any) -> None:
     if tuple(shape) != tuple(out.shape) and shape != ():
         raise ValueError(f"kernel result has shape {tuple(shape)}, output buffer {tuple(out.shape)}")
     out[...] = value
+
+
+def same_shape(x: Any, out: Any) -> None:
+    """For kernels writing with ``out=``: a ufunc would broadcast a smaller input
+    into the buffer silently; a mismatch is an error, as in :func:`store`."""
+    if x.shape != out.shape:
+        raise ValueError(f"kernel result has shape {tuple(x.shape)}, output buffer {tuple(out.shape)}")
 
 
 def axes_or_none(axis: Any) -> Any:
@@ -33,11 +40,32 @@ _P = 0.3275911
 _A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 
 
-def erf(xp: Any, x: Any) -> Any:
-    """The error function, elementwise, in float64 then cast back to x's dtype."""
-    v = x.astype(xp.float64)
-    a = xp.abs(v)
-    t = 1.0 / (1.0 + _P * a)
-    poly = t * (_A[0] + t * (_A[1] + t * (_A[2] + t * (_A[3] + t * _A[4]))))
-    y = 1.0 - poly * xp.exp(-a * a)
-    return (xp.sign(v) * y).astype(x.dtype)
+def erf(xp: Any, x: Any, out: Any = None) -> Any:
+    """The error function, elementwise, in ``x``'s float precision (float64 for
+    float64, else float32: the approximation's own error, 1.5e-7, is float32's
+    resolution, so float64 work would only cost time). Written in place into
+    ``out`` when given and of that dtype (``out`` may be ``x``); returns the result."""
+    dt = xp.float64 if x.dtype == xp.float64 else xp.float32
+    y = out if out is not None and out.dtype == dt and out.shape == x.shape else xp.empty(x.shape, dt)
+    a = xp.abs(x, dtype=dt) if x.dtype.kind == "f" else xp.abs(x.astype(dt))
+    negative = xp.signbit(x) if y is x else None  # in place: keep the signs first
+    xp.multiply(a, _P, out=y)  # y = t = 1 / (1 + p|x|)
+    y += 1.0
+    xp.reciprocal(y, out=y)
+    poly = y * _A[4]  # Horner, in place
+    for c in (_A[3], _A[2], _A[1], _A[0]):
+        poly += c
+        poly *= y
+    xp.multiply(a, a, out=a)  # exp(-x^2)
+    xp.negative(a, out=a)
+    xp.exp(a, out=a)
+    poly *= a
+    xp.subtract(1.0, poly, out=y)
+    if negative is None:
+        xp.copysign(y, x, out=y)
+    else:
+        xp.negative(y, out=y, where=negative)
+    if out is not None and y is not out:
+        store(out, y.astype(out.dtype, copy=False))
+        return out
+    return y

@@ -1,5 +1,26 @@
-"""2-D convolution, NCHW data and OIHW weights: im2col by stride tricks, one
-matrix product per group, no Python loop over pixels."""
+"""2-D convolution, NCHW data and OIHW weights, as few large matrix products.
+
+Why this shape: NumPy only, so speed comes from BLAS and from copying memory
+in long contiguous runs. Three paths, picked per call from the shapes:
+
+* **pointwise** (1x1 kernel): the input *is* the column matrix, so one
+  (batched) product ``W (G, Og, Cg) @ x (N, G, Cg, H*W)`` writes the output in
+  place -- no im2col at all.
+* **depthwise-like** (one input channel per group): a product per group would
+  be a (Og x KH*KW) @ (KH*KW x P) sliver -- far below BLAS's efficient sizes
+  and one BLAS call per channel. Instead, each of the KH*KW taps is one
+  broadcast multiply-add over a strided view of the whole input (KH*KW NumPy
+  calls in all, independent of the channel count).
+* **general**: im2col per image, in blocks of output rows (at most
+  ``_COLS_BYTES`` of columns), laid out (G, Cg, KH, KW, rows, OW) so the copy's
+  inner loop runs along the image row and one batched product over the groups
+  writes straight into the output's NCHW rows. A bounded block keeps the columns
+  in cache and memory bounded (VGG's first layer would need 115 MB of columns
+  per image unblocked) at no BLAS cost as long as a block keeps
+  ``_MIN_COLS`` columns.
+
+Accumulation is in ``result_type(data, weight)`` (float32 stays float32).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +28,11 @@ from typing import Any
 
 from .common import as_ints, store
 from .registry import register_kernel
+
+# bytes of im2col columns built at once, and the least columns per block (BLAS
+# efficiency drops below a few hundred columns); measured on OpenBLAS, 1 thread
+_COLS_BYTES = 4 << 20
+_MIN_COLS = 256
 
 
 def windows(xp: Any, x: Any, oh: int, ow: int, kh: int, kw: int, strides, dilation) -> Any:
@@ -17,28 +43,134 @@ def windows(xp: Any, x: Any, oh: int, ow: int, kh: int, kw: int, strides, dilati
     return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=st)
 
 
-@register_kernel("nn.conv2d")
-def conv2d(xp: Any, attrs: dict, data: Any, weight: Any, out: Any) -> None:
+def tap(x: Any, i: int, j: int, oh: int, ow: int, strides, dilation) -> Any:
+    """The (N, C, OH, OW) strided view of ``x`` that kernel tap (i, j) reads."""
+    h0, w0 = i * dilation[0], j * dilation[1]
+    return x[:, :, h0 : h0 + (oh - 1) * strides[0] + 1 : strides[0],
+             w0 : w0 + (ow - 1) * strides[1] + 1 : strides[1]]  # fmt: skip
+
+
+def padded(xp: Any, x: Any, pads: tuple[int, int, int, int], fill: Any = 0) -> Any:
+    """``x`` (NCHW) with (top, left, bottom, right) borders of ``fill``; ``x`` itself
+    when there are none. One allocation and one interior copy (``xp.pad`` is a
+    generic, slower routine)."""
+    pt, pl, pb, pr = pads
+    if not (pt or pl or pb or pr):
+        return x
+    n, c, h, w = x.shape
+    if fill == 0:
+        y = xp.zeros((n, c, h + pt + pb, w + pl + pr), dtype=x.dtype)
+    else:
+        y = xp.full((n, c, h + pt + pb, w + pl + pr), fill, dtype=x.dtype)
+    y[:, :, pt : pt + h, pl : pl + w] = x
+    return y
+
+
+def _check_layouts(attrs: dict) -> None:
     for key, want in (("data_layout", "NCHW"), ("kernel_layout", "OIHW")):
         if attrs.get(key, want) != want:
             raise ValueError(f"nn.conv2d kernel supports {key}={want}, got {attrs[key]}")
     if attrs.get("out_layout") not in (None, "NCHW"):
         raise ValueError(f"nn.conv2d kernel supports out_layout=NCHW, got {attrs['out_layout']}")
+
+
+def _check_fits(shape, out_shape, kernel, strides, dilation, pads) -> None:
+    """The last window must lie inside the padded input: the strided views below
+    are built with ``as_strided``, which does not check bounds."""
+    pt, pl, pb, pr = pads
+    for axis, size, lo, hi, o, k, s, d in (("height", shape[2], pt, pb, out_shape[2], kernel[0],
+                                            strides[0], dilation[0]),
+                                           ("width", shape[3], pl, pr, out_shape[3], kernel[1],
+                                            strides[1], dilation[1])):  # fmt: skip
+        if o < 1 or (o - 1) * s + (k - 1) * d + 1 > size + lo + hi:
+            raise ValueError(f"output {axis} {o} does not fit input {size} with padding ({lo}, {hi}), "
+                             f"kernel {k}, stride {s}, dilation {d}")
+
+
+def _destination(xp: Any, out: Any, dtype: Any) -> Any:
+    """``out`` itself when products can be written into it (accumulator dtype and
+    C-contiguous, so every reshape below is a view), else a scratch array."""
+    if out.dtype == dtype and out.flags.c_contiguous:
+        return out
+    return xp.empty(out.shape, dtype=dtype)
+
+
+def _pointwise(xp, x, weight, dst, groups, strides) -> None:
+    n, c = x.shape[:2]
+    o = weight.shape[0]
+    _, _, oh, ow = dst.shape
+    if strides != (1, 1):
+        x = x[:, :, : (oh - 1) * strides[0] + 1 : strides[0], : (ow - 1) * strides[1] + 1 : strides[1]]
+    x = xp.ascontiguousarray(x[:, :, :oh, :ow])
+    og, cg = o // groups, c // groups
+    w = weight.reshape(groups, og, cg)
+    xp.matmul(w, x.reshape(n, groups, cg, oh * ow), out=dst.reshape(n, groups, og, oh * ow))
+
+
+def _depthwise(xp, x, weight, dst, groups, strides, dilation) -> None:
+    n = x.shape[0]
+    o, _, kh, kw = weight.shape
+    _, _, oh, ow = dst.shape
+    og = o // groups
+    acc = dst.reshape(n, groups, og, oh, ow)  # a view: dst is C-contiguous
+    scratch = xp.empty_like(acc)
+    for i in range(kh):
+        for j in range(kw):
+            view = tap(x, i, j, oh, ow, strides, dilation)[:, :, None]  # (N, G, 1, OH, OW)
+            wt = weight[:, 0, i, j].reshape(1, groups, og, 1, 1)
+            if i == 0 and j == 0:
+                xp.multiply(view, wt, out=acc)
+            else:
+                xp.multiply(view, wt, out=scratch)
+                xp.add(acc, scratch, out=acc)
+
+
+def _im2col(xp, x, weight, dst, groups, strides, dilation) -> None:
+    n, c = x.shape[:2]
+    o, cg, kh, kw = weight.shape
+    _, _, oh, ow = dst.shape
+    og = o // groups
+    k = cg * kh * kw
+    w = weight.reshape(groups, og, k)
+    item = x.dtype.itemsize
+    rows = max(-(-_MIN_COLS // ow), _COLS_BYTES // max(1, groups * k * ow * item))
+    rows = min(oh, rows)
+    buf = xp.empty(groups * k * rows * ow, dtype=x.dtype)
+    _, sc, sh, sw = x.strides
+    st = (cg * sc, sc, sh * dilation[0], sw * dilation[1], sh * strides[0], sw * strides[1])
+    for b in range(n):
+        for r0 in range(0, oh, rows):
+            r = min(rows, oh - r0)
+            src = x[b, :, r0 * strides[0] :]
+            win = xp.lib.stride_tricks.as_strided(src, shape=(groups, cg, kh, kw, r, ow), strides=st)
+            cols = buf[: groups * k * r * ow].reshape(groups, cg, kh, kw, r, ow)
+            cols[...] = win
+            out_rows = dst[b, :, r0 : r0 + r].reshape(groups, og, r * ow)  # a view
+            xp.matmul(w, cols.reshape(groups, k, r * ow), out=out_rows)
+
+
+@register_kernel("nn.conv2d")
+def conv2d(xp: Any, attrs: dict, data: Any, weight: Any, out: Any) -> None:
+    """Cross-correlation with strides, (top, left, bottom, right) padding, dilation
+    and groups; the output shape is the buffer's (the op inferred it)."""
+    _check_layouts(attrs)
     strides = as_ints(attrs.get("strides", (1, 1)))
     dilation = as_ints(attrs.get("dilation", (1, 1)))
-    pt, pl, pb, pr = as_ints(attrs.get("padding", (0, 0, 0, 0)))
+    pads = as_ints(attrs.get("padding", (0, 0, 0, 0)))
     groups = int(attrs.get("groups", 1))
-    n = data.shape[0]
-    o, cg, kh, kw = weight.shape
-    _, _, oh, ow = out.shape
-    x = xp.pad(data, ((0, 0), (0, 0), (pt, pb), (pl, pr))) if (pt or pl or pb or pr) else data
-    x = xp.ascontiguousarray(x)
-    win = windows(xp, x, oh, ow, kh, kw, strides, dilation)
-    og = o // groups
+    _, cg, kh, kw = weight.shape
+    _check_fits(data.shape, out.shape, (kh, kw), strides, dilation, pads)
     acc = xp.result_type(data.dtype, weight.dtype)
-    for g in range(groups):
-        cols = win[:, g * cg : (g + 1) * cg]  # (N, Cg, OH, OW, KH, KW)
-        cols = cols.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, cg * kh * kw)
-        w = weight[g * og : (g + 1) * og].reshape(og, cg * kh * kw)
-        res = (cols @ w.T).astype(acc, copy=False)  # (N*OH*OW, Og)
-        store(out[:, g * og : (g + 1) * og], res.reshape(n, oh, ow, og).transpose(0, 3, 1, 2))
+    dst = _destination(xp, out, acc)
+    x = data if data.dtype == acc else data.astype(acc)
+    w = weight if weight.dtype == acc else weight.astype(acc)
+    if kh == 1 and kw == 1 and not any(pads):
+        _pointwise(xp, x, w, dst, groups, strides)
+    else:
+        x = padded(xp, x, pads)
+        if cg == 1 and groups > 1:
+            _depthwise(xp, x, w, dst, groups, strides, dilation)
+        else:
+            _im2col(xp, xp.ascontiguousarray(x), w, dst, groups, strides, dilation)
+    if dst is not out:
+        store(out, dst.astype(out.dtype, copy=False))

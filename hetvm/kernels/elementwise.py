@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import erf, store
+from .common import erf, same_shape, store
 from .registry import register_kernel
 
 # ops whose ufunc gives the right result for every dtype with out= given
@@ -110,10 +110,33 @@ def _sigmoid(xp: Any, x: Any) -> Any:
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
+# unary ops that are one ufunc: written with out= (no temporary, no copy) when
+# the output has the input's dtype; a float kernel also for inexact inputs only
+_UNARY_UFUNCS = {
+    "exp": ("exp", True), "log": ("log", True), "sqrt": ("sqrt", True), "tanh": ("tanh", True),
+    "sin": ("sin", True), "cos": ("cos", True), "floor": ("floor", True), "ceil": ("ceil", True),
+    "round": ("round", True), "reciprocal": ("reciprocal", True), "negative": ("negative", False),
+    "abs": ("absolute", False), "sign": ("sign", False), "logical_not": ("logical_not", False),
+}  # fmt: skip
+
+
 def _make_unary(op: str) -> None:
     fn = _UNARY[op]
+    ufunc_name, float_only = _UNARY_UFUNCS.get(op, (None, False))
 
     def kernel(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+        same_shape(x, out)
+        if ufunc_name is not None and x.dtype == out.dtype and (not float_only or x.dtype.kind in "fc"):
+            ufunc = xp.rint if ufunc_name == "round" else getattr(xp, ufunc_name)
+            ufunc(x, out=out)
+            return
+        if op == "erf" and x.dtype.kind == "f":
+            erf(xp, x, out)
+            return
+        if op == "rsqrt" and x.dtype == out.dtype and x.dtype.kind == "f":
+            xp.sqrt(x, out=out)
+            xp.reciprocal(out, out=out)
+            return
         _write(xp, out, fn(xp, x))
 
     kernel.__name__ = f"kernel_{op}"

@@ -50,11 +50,27 @@ def concat(xp: Any, attrs: dict, tensors: Any, out: Any) -> None:
 
 @register_kernel("split")
 def split(xp: Any, attrs: dict, x: Any, *outs: Any) -> None:
-    axis = int(attrs.get("axis", 0))
+    """Pieces as the op infers them (``hetvm.op.manipulate.split_sizes``): n
+    sections are cut at multiples of ceil(dim / n), so the last piece is the
+    smaller one (TVM's and ONNX's rule; ``numpy.split`` would refuse an uneven
+    split, and ``array_split`` makes the *first* pieces larger); indices cut at
+    [0:i0], [i0:i1], ... [ik:], clamped to the axis."""
+    axis = int(attrs.get("axis", 0)) % x.ndim
+    dim = x.shape[axis]
     ios = attrs.get("indices_or_sections", len(outs))
-    ios = as_ints(ios) if isinstance(ios, (list, tuple)) else int(ios)
-    for piece, out in zip(xp.split(x, ios, axis=axis), outs):
-        store(out, piece)
+    if isinstance(ios, (list, tuple)):
+        cuts = [0, *as_ints(ios), dim]
+    else:
+        n = int(ios)
+        chunk = -(-dim // n)
+        cuts = [k * chunk for k in range(n)] + [dim]
+    if len(cuts) - 1 != len(outs):
+        raise ValueError(f"split into {len(cuts) - 1} pieces, but {len(outs)} output buffers")
+    index = [slice(None)] * x.ndim
+    for lo, hi, out in zip(cuts, cuts[1:], outs):
+        lo = min(lo, dim)
+        index[axis] = slice(lo, max(lo, min(hi, dim)))
+        store(out, x[tuple(index)])
 
 
 @register_kernel("take")
@@ -120,8 +136,18 @@ def full_like(xp: Any, attrs: dict, x: Any, fill_value: Any, out: Any) -> None:
 
 @register_kernel("matmul")
 def matmul(xp: Any, attrs: dict, a: Any, b: Any, out: Any) -> None:
-    res = xp.matmul(a, b)
-    store(out, res.astype(out.dtype, copy=False) if hasattr(res, "astype") else res)
+    """Written with ``out=`` when the output has the product's dtype. A stack of
+    matrices times one matrix, (..., M, K) @ (K, N), is one (prod(...)*M, K)
+    product: NumPy would otherwise call BLAS once per matrix of the stack."""
+    dtype = xp.result_type(a.dtype, b.dtype)
+    if out.dtype != dtype or not out.flags.c_contiguous:
+        res = xp.matmul(a, b)
+        store(out, res.astype(out.dtype, copy=False) if hasattr(res, "astype") else res)
+        return
+    if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous and out.shape == a.shape[:-1] + b.shape[-1:]:
+        xp.matmul(a.reshape(-1, a.shape[-1]), b, out=out.reshape(-1, out.shape[-1]))
+        return
+    xp.matmul(a, b, out=out)
 
 
 def _reduction(op: str, fn_name: str) -> None:

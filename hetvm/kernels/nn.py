@@ -5,13 +5,30 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .common import as_ints, erf, store
+import numpy as np
+
+from .common import as_ints, erf, same_shape, store
 from .registry import register_kernel
 
 
-@register_kernel("nn.relu")
+def _relu_specialize(xp: Any, attrs: dict) -> Any:
+    if xp is not np:
+        return None
+    maximum = np.maximum
+
+    def relu_np(x: Any, out: Any) -> None:
+        if x.shape != out.shape:
+            same_shape(x, out)
+        maximum(x, 0, out=out)
+
+    return relu_np
+
+
+@register_kernel("nn.relu", specialize=_relu_specialize)
 def relu(xp: Any, attrs: dict, x: Any, out: Any) -> None:
-    store(out, xp.maximum(x, 0))
+    """One ufunc call into the output (bound as such on NumPy at load time)."""
+    same_shape(x, out)
+    xp.maximum(x, 0, out=out)
 
 
 @register_kernel("nn.leakyrelu")
@@ -22,6 +39,15 @@ def leakyrelu(xp: Any, attrs: dict, x: Any, out: Any) -> None:
 
 @register_kernel("nn.gelu")
 def gelu(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    """0.5 x (1 + erf(x / sqrt 2)) in x's float precision, in place where it can."""
+    same_shape(x, out)
+    if out.dtype == x.dtype and x.dtype.kind == "f":
+        xp.multiply(x, 1.0 / math.sqrt(2.0), out=out)
+        erf(xp, out, out)
+        out += 1.0
+        out *= x
+        out *= 0.5
+        return
     store(out, (0.5 * x * (1.0 + erf(xp, x / math.sqrt(2.0)))).astype(out.dtype))
 
 
@@ -38,18 +64,40 @@ def silu(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     store(out, (x * sig).astype(out.dtype))
 
 
+def _float_work(xp: Any, x: Any, out: Any) -> Any:
+    """Where a float kernel computes: ``out`` itself when it has x's float dtype
+    (no temporaries, no final copy), else a scratch array of x's precision."""
+    same_shape(x, out)
+    if out.dtype == x.dtype and x.dtype.kind == "f":
+        return out
+    return xp.empty(x.shape, xp.float64 if x.dtype == xp.float64 else xp.float32)
+
+
+def _finish(out: Any, work: Any) -> None:
+    if work is not out:
+        store(out, work.astype(out.dtype, copy=False))
+
+
 @register_kernel("nn.softmax")
 def softmax(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    """Max-shifted, in four in-place passes over the output (shift, exp, sum,
+    divide); only the per-row max and sum are temporaries."""
     axis = int(attrs.get("axis", -1))
-    e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
-    store(out, (e / xp.sum(e, axis=axis, keepdims=True)).astype(out.dtype))
+    work = _float_work(xp, x, out)
+    xp.subtract(x, xp.max(x, axis=axis, keepdims=True), out=work)
+    xp.exp(work, out=work)
+    work /= xp.sum(work, axis=axis, keepdims=True)
+    _finish(out, work)
 
 
 @register_kernel("nn.log_softmax")
 def log_softmax(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    """x - max - log(sum(exp(x - max))), the exp in a scratch array."""
     axis = int(attrs.get("axis", -1))
-    shifted = x - xp.max(x, axis=axis, keepdims=True)
-    store(out, (shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))).astype(out.dtype))
+    work = _float_work(xp, x, out)
+    xp.subtract(x, xp.max(x, axis=axis, keepdims=True), out=work)
+    work -= xp.log(xp.sum(xp.exp(work), axis=axis, keepdims=True))
+    _finish(out, work)
 
 
 def _along(v: Any, axis: int, ndim: int) -> Any:
@@ -76,12 +124,18 @@ def batch_norm(
         new_var = (1 - m) * var + m * use_var
     else:
         use_mean, use_var, new_mean, new_var = mean, var, mean, var
-    y = (x - _along(use_mean, axis, x.ndim)) / xp.sqrt(_along(use_var, axis, x.ndim) + eps)
+    # fold into one per-channel scale and shift (tiny vectors), then two passes
+    acc = xp.float64 if x.dtype == xp.float64 else xp.float32
+    scale = 1.0 / xp.sqrt(use_var.astype(acc) + eps)
     if attrs.get("scale", True):
-        y = y * _along(gamma, axis, x.ndim)
+        scale = scale * gamma.astype(acc)
+    shift = -use_mean.astype(acc) * scale
     if attrs.get("center", True):
-        y = y + _along(beta, axis, x.ndim)
-    store(outs[0], y.astype(outs[0].dtype))
+        shift = shift + beta.astype(acc)
+    work = _float_work(xp, x, outs[0])
+    xp.multiply(x, _along(scale, axis, x.ndim), out=work)
+    work += _along(shift, axis, x.ndim)
+    _finish(outs[0], work)
     if len(outs) > 1:
         store(outs[1], new_mean.astype(outs[1].dtype))
     if len(outs) > 2:
@@ -90,17 +144,21 @@ def batch_norm(
 
 @register_kernel("nn.layer_norm")
 def layer_norm(xp: Any, attrs: dict, x: Any, gamma: Any, beta: Any, out: Any) -> None:
+    """Two-pass (centre, then mean of squares: no cancellation), centred in place
+    in the output; one scratch array for the squares."""
     axes = tuple(a % x.ndim for a in as_ints(attrs.get("axes", (-1,))))
     eps = float(attrs.get("epsilon", 1e-5))
-    mean = xp.mean(x, axis=axes, keepdims=True)
-    var = xp.mean((x - mean) ** 2, axis=axes, keepdims=True)
-    y = (x - mean) / xp.sqrt(var + eps)
+    work = _float_work(xp, x, out)
+    xp.subtract(x, xp.mean(x, axis=axes, keepdims=True, dtype=work.dtype), out=work)
+    var = xp.mean(xp.square(work), axis=axes, keepdims=True)
+    var += eps
+    work /= xp.sqrt(var, out=var)
     shape = [x.shape[i] if i in axes else 1 for i in range(x.ndim)]
     if attrs.get("scale", True):
-        y = y * gamma.reshape(shape)
+        work *= gamma.reshape(shape)
     if attrs.get("center", True):
-        y = y + beta.reshape(shape)
-    store(out, y.astype(out.dtype))
+        work += beta.reshape(shape)
+    _finish(out, work)
 
 
 @register_kernel("nn.dropout")

@@ -1,4 +1,12 @@
-"""Pooling kernels (NCHW): max/avg with padding, dilation, ceil_mode; adaptive avg."""
+"""Pooling kernels (NCHW): max/avg with padding, dilation, ceil_mode; adaptive avg.
+
+Why taps: reducing a (N, C, OH, OW, KH, KW) window view over its last two axes
+makes NumPy walk a 6-D strided iterator with a KH*KW inner loop -- tens of
+milliseconds for one ResNet pool. Instead each of the KH*KW kernel taps is a
+strided (N, C, OH, OW) view, folded into the output with one ufunc call
+(``maximum`` / ``add`` with ``out=``): KH*KW calls whose inner loops run along
+image rows.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .common import as_ints, store
-from .conv import windows
+from .conv import padded, tap
 from .registry import register_kernel
 
 
@@ -17,19 +25,22 @@ def _check_layout(attrs: dict, op: str) -> None:
         raise ValueError(f"{op} kernel supports the NCHW layout only")
 
 
-def _geometry(attrs: dict, x: Any, out: Any):
+def _geometry(attrs: dict, x: Any, out: Any, op: str):
+    """Kernel, strides, dilation, padding, and the extra bottom/right padding that
+    ``ceil_mode`` windows may reach past the explicit padding."""
     k = as_ints(attrs.get("pool_size", (1, 1)))
     s = as_ints(attrs.get("strides", (1, 1)))
     d = as_ints(attrs.get("dilation", (1, 1)))
     pt, pl, pb, pr = as_ints(attrs.get("padding", (0, 0, 0, 0)))
     oh, ow = out.shape[2], out.shape[3]
     h, w = x.shape[2], x.shape[3]
-    # ceil_mode may need room past the explicit padding: pad the extra at the end
+    if oh < 1 or ow < 1 or tuple(out.shape[:2]) != tuple(x.shape[:2]):
+        raise ValueError(f"{op}: output {tuple(out.shape)} does not match input {tuple(x.shape)}")
     need_h = (oh - 1) * s[0] + (k[0] - 1) * d[0] + 1
     need_w = (ow - 1) * s[1] + (k[1] - 1) * d[1] + 1
     extra_h = max(0, need_h - (h + pt + pb))
     extra_w = max(0, need_w - (w + pl + pr))
-    return k, s, d, (pt, pl, pb, pr), (extra_h, extra_w), (oh, ow)
+    return k, s, d, (pt, pl, pb + extra_h, pr + extra_w)
 
 
 def _lowest(dtype: Any) -> Any:
@@ -41,47 +52,85 @@ def _lowest(dtype: Any) -> Any:
     return np.iinfo(dt).min
 
 
+def _fold(xp: Any, ufunc: Any, x: Any, acc: Any, k, s, d) -> None:
+    """``acc = ufunc(tap_0, tap_1, ...)`` over the kernel's taps of ``x``, in place."""
+    oh, ow = acc.shape[2], acc.shape[3]
+    for i in range(k[0]):
+        for j in range(k[1]):
+            view = tap(x, i, j, oh, ow, s, d)
+            if i == 0 and j == 0:
+                acc[...] = view
+            else:
+                ufunc(acc, view, out=acc)
+
+
 @register_kernel("nn.max_pool2d")
 def max_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    """Padding (and ceil_mode's overhang) is the dtype's lowest value, so it never
+    wins; a window wholly in padding gives that value (-inf for floats)."""
     _check_layout(attrs, "nn.max_pool2d")
-    k, s, d, (pt, pl, pb, pr), (eh, ew), (oh, ow) = _geometry(attrs, x, out)
-    pads = ((0, 0), (0, 0), (pt, pb + eh), (pl, pr + ew))
-    xpad = xp.ascontiguousarray(xp.pad(x, pads, constant_values=_lowest(x.dtype)))
-    win = windows(xp, xpad, oh, ow, k[0], k[1], s, d)
-    store(out, win.max(axis=(4, 5)))
+    k, s, d, pads = _geometry(attrs, x, out, "nn.max_pool2d")
+    xpad = padded(xp, x, pads, _lowest(x.dtype))
+    _fold(xp, xp.maximum, xpad, out, k, s, d)
+
+
+def _counts(out_len: int, k: int, s: int, d: int, lo: int, hi: int) -> Any:
+    """Per output position along one axis: how many of the window's cells lie in
+    [lo, hi) of the padded axis (the cells that count towards the average)."""
+    starts = np.arange(out_len)[:, None] * s + np.arange(k)[None, :] * d
+    return ((starts >= lo) & (starts < hi)).sum(axis=1)
 
 
 @register_kernel("nn.avg_pool2d")
 def avg_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    """Sum of taps divided by the count of cells that count: the input cells, or
+    with ``count_include_pad`` also the explicit padding (never ceil_mode's
+    overhang). The count is separable -- rows times columns -- so it costs
+    O(OH + OW) host work."""
     _check_layout(attrs, "nn.avg_pool2d")
-    k, s, d, (pt, pl, pb, pr), (eh, ew), (oh, ow) = _geometry(attrs, x, out)
-    pads = ((0, 0), (0, 0), (pt, pb + eh), (pl, pr + ew))
-    acc = xp.float64 if x.dtype == xp.float64 else xp.float32
-    xpad = xp.ascontiguousarray(xp.pad(x.astype(acc), pads))
-    total = windows(xp, xpad, oh, ow, k[0], k[1], s, d).sum(axis=(4, 5))
-    # divisor: the cells of each window that count (input only, or input + padding)
+    k, s, d, pads = _geometry(attrs, x, out, "nn.avg_pool2d")
+    acc_dtype = xp.float64 if x.dtype == xp.float64 else xp.float32
+    xa = x if x.dtype == acc_dtype else x.astype(acc_dtype)
+    xpad = padded(xp, xa, pads)
+    acc = out if out.dtype == acc_dtype else xp.empty(out.shape, dtype=acc_dtype)
+    _fold(xp, xp.add, xpad, acc, k, s, d)
     h, w = x.shape[2], x.shape[3]
-    mask = xp.zeros((1, 1, h + pt + pb + eh, w + pl + pr + ew), dtype=acc)
+    pt, pl, pb, pr = as_ints(attrs.get("padding", (0, 0, 0, 0)))
+    oh, ow = out.shape[2], out.shape[3]
     if attrs.get("count_include_pad", False):
-        mask[:, :, : h + pt + pb, : w + pl + pr] = 1
+        ch = _counts(oh, k[0], s[0], d[0], 0, h + pt + pb)
+        cw = _counts(ow, k[1], s[1], d[1], 0, w + pl + pr)
     else:
-        mask[:, :, pt : pt + h, pl : pl + w] = 1
-    count = windows(xp, mask, oh, ow, k[0], k[1], s, d).sum(axis=(4, 5))
-    store(out, (total / xp.maximum(count, 1)).astype(out.dtype))
+        ch = _counts(oh, k[0], s[0], d[0], pt, pt + h)
+        cw = _counts(ow, k[1], s[1], d[1], pl, pl + w)
+    count = np.maximum(ch[:, None] * cw[None, :], 1).astype(acc_dtype)
+    if count.min() == count.max():  # no border effects: one scalar division
+        xp.true_divide(acc, acc.dtype.type(count.flat[0]), out=acc)
+    else:
+        xp.true_divide(acc, xp.asarray(count), out=acc)
+    if acc is not out:
+        store(out, acc.astype(out.dtype))
 
 
 @register_kernel("nn.adaptive_avg_pool2d")
 def adaptive_avg_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    """Bins [floor(i*H/OH), ceil((i+1)*H/OH)). Global pooling is one mean; bins
+    that tile the input evenly are one reshape and one mean; otherwise rows then
+    columns are averaged (separable: O(OH + OW) slices)."""
     _check_layout(attrs, "nn.adaptive_avg_pool2d")
-    h, w = x.shape[2], x.shape[3]
+    n, c, h, w = x.shape
     oh, ow = out.shape[2], out.shape[3]
     acc = xp.float64 if x.dtype == xp.float64 else xp.float32
+    if h % oh == 0 and w % ow == 0:
+        tiles = x.reshape(n, c, oh, h // oh, ow, w // ow)
+        store(out, tiles.mean(axis=(3, 5), dtype=acc).astype(out.dtype, copy=False))
+        return
     rows = xp.empty(x.shape[:2] + (oh, w), dtype=acc)
-    for i in range(oh):  # separable: average rows, then columns (O(OH + OW) slices)
+    for i in range(oh):
         a, b = (i * h) // oh, math.ceil((i + 1) * h / oh)
-        rows[:, :, i, :] = x[:, :, a:b, :].mean(axis=2)
+        rows[:, :, i, :] = x[:, :, a:b, :].mean(axis=2, dtype=acc)
     res = xp.empty(x.shape[:2] + (oh, ow), dtype=acc)
     for j in range(ow):
         a, b = (j * w) // ow, math.ceil((j + 1) * w / ow)
-        res[:, :, :, j] = rows[:, :, :, a:b].mean(axis=3)
-    store(out, res.astype(out.dtype))
+        res[:, :, :, j] = rows[:, :, :, a:b].mean(axis=3, dtype=acc)
+    store(out, res.astype(out.dtype, copy=False))

@@ -153,10 +153,62 @@ def test_conv2d(strides, padding, dilation, groups):
     x = rand(2, 6, 9, 8)
     w = rand(6, 6 // groups, 3, 2)
     ref = conv_reference(x, w, strides, padding, dilation, groups)
-    attrs = {"strides": strides, "padding": padding, "dilation": dilation, "groups": groups,
-             "data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": None, "out_dtype": None}  # fmt: skip
-    got = run("nn.conv2d", attrs, x, w, out_shapes=[ref.shape])
+    got = run("nn.conv2d", conv_attrs(strides, padding, dilation, groups), x, w, out_shapes=[ref.shape])
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def conv_attrs(strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+    return {"strides": strides, "padding": padding, "dilation": dilation, "groups": groups,
+            "data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "NCHW", "out_dtype": None}  # fmt: skip
+
+
+# each path of the kernel: pointwise (1x1, with strides and groups), depthwise
+# (with a channel multiplier, strides, dilation), im2col (groups, odd shapes)
+@pytest.mark.parametrize("x_shape,w_shape,strides,padding,dilation,groups", [
+    ((2, 6, 7, 9), (4, 6, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # pointwise
+    ((2, 6, 7, 9), (9, 2, 1, 1), (2, 3), (0, 0, 0, 0), (1, 1), 3),  # grouped pointwise, strided
+    ((1, 4, 5, 5), (8, 4, 1, 1), (1, 1), (1, 0, 2, 1), (1, 1), 1),  # 1x1 with padding
+    ((2, 5, 9, 8), (5, 1, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 5),  # depthwise, stride 2
+    ((2, 4, 9, 8), (8, 1, 3, 2), (1, 2), (0, 2, 1, 0), (2, 2), 4),  # depthwise x2, dilated
+    ((1, 6, 10, 11), (6, 2, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 3),  # grouped 3x3
+    ((3, 3, 13, 12), (5, 3, 7, 5), (2, 3), (3, 2, 3, 2), (1, 2), 1),  # big kernel, strides
+    ((1, 1, 6, 6), (2, 1, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # one input channel
+])  # fmt: skip
+@pytest.mark.parametrize("blocked", [False, True])
+def test_conv2d_paths(monkeypatch, x_shape, w_shape, strides, padding, dilation, groups, blocked):
+    from hetvm.kernels import conv
+
+    if blocked:  # one output row per im2col block
+        monkeypatch.setattr(conv, "_COLS_BYTES", 1)
+        monkeypatch.setattr(conv, "_MIN_COLS", 1)
+    x, w = rand(*x_shape), rand(*w_shape)
+    ref = conv_reference(x, w, strides, padding, dilation, groups)
+    got = run("nn.conv2d", conv_attrs(strides, padding, dilation, groups), x, w, out_shapes=[ref.shape])
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_dtypes_and_destinations():
+    x, w = rand(2, 4, 6, 6, dtype="float64"), rand(4, 4, 3, 3, dtype="float64")
+    ref = conv_reference(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    attrs = conv_attrs(padding=(1, 1, 1, 1))
+    got = run("nn.conv2d", attrs, x, w, out_shapes=[ref.shape], out_dtype="float64")
+    np.testing.assert_allclose(got, ref, rtol=1e-12)
+    # float32 inputs into a float64 buffer, and into a non-contiguous one
+    x32, w32 = x.astype("float32"), w.astype("float32")
+    got = run("nn.conv2d", attrs, x32, w32, out_shapes=[ref.shape], out_dtype="float64")
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    out = np.zeros((6, 6, 4, 2), "float32").transpose(3, 2, 0, 1)
+    get_kernel("nn.conv2d", "cpu")(np, attrs, x32, w32, out)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    xi, wi = RNG.integers(-3, 4, (1, 2, 5, 5)), RNG.integers(-3, 4, (3, 2, 2, 2))
+    got = run("nn.conv2d", conv_attrs(), xi, wi, out_shapes=[(1, 3, 4, 4)], out_dtype="int64")
+    np.testing.assert_array_equal(got, conv_reference(xi, wi, (1, 1), (0,) * 4, (1, 1), 1))
+
+
+def test_conv2d_output_that_does_not_fit_is_an_error():
+    with pytest.raises(ValueError, match="does not fit"):
+        run("nn.conv2d", conv_attrs(), rand(1, 2, 5, 5), rand(3, 2, 3, 3), out_shapes=[(1, 3, 4, 3)])
 
 
 def pool_reference(x, k, s, p, d, oh, ow, kind, include_pad):
@@ -194,6 +246,10 @@ def out_len(n, k, s, p0, p1, d, ceil):
     ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True, False),
     ((3, 2), (2, 3), (1, 0, 1, 1), (1, 1), True, True),
     ((2, 2), (1, 1), (1, 1, 0, 0), (2, 2), False, True),
+    ((3, 3), (2, 2), (0, 0, 0, 0), (1, 1), True, False),  # SqueezeNet's ceil_mode pools
+    ((3, 3), (3, 2), (2, 0, 2, 1), (2, 1), True, True),  # a window wholly in overhang
+    ((1, 1), (2, 2), (0, 0, 0, 0), (1, 1), False, False),
+    ((7, 8), (1, 1), (0, 0, 0, 0), (1, 1), False, False),  # global
 ])  # fmt: skip
 def test_pooling(kind, k, s, p, d, ceil, include):
     x = rand(2, 3, 7, 8)
@@ -206,7 +262,16 @@ def test_pooling(kind, k, s, p, d, ceil, include):
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("size", [(1, 1), (3, 2), (7, 8)])
+def test_max_pool2d_integers():
+    x = RNG.integers(-100, 100, (1, 2, 5, 5)).astype("int32")
+    attrs = {"pool_size": (2, 2), "strides": (2, 2), "padding": (1, 1, 1, 1), "dilation": (1, 1),
+             "ceil_mode": False, "count_include_pad": False, "layout": "NCHW", "out_layout": "NCHW"}  # fmt: skip
+    ref = pool_reference(x, (2, 2), (2, 2), (1, 1, 1, 1), (1, 1), 3, 3, "max", False)
+    got = run("nn.max_pool2d", attrs, x, out_shapes=[(1, 2, 3, 3)], out_dtype="int32")
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("size", [(1, 1), (3, 2), (7, 8), (7, 4), (2, 3)])
 def test_adaptive_avg_pool2d(size):
     x = rand(2, 3, 7, 8)
     ref = np.zeros((2, 3) + size)
@@ -261,6 +326,41 @@ def test_manipulation():
     np.testing.assert_array_equal(b, x[:, :, 1:3])
     p, q = run("split", {"indices_or_sections": 2, "axis": 0}, x, out_shapes=[(1, 3, 4), (1, 3, 4)])
     np.testing.assert_array_equal(q, x[1:])
+
+
+@pytest.mark.parametrize("dim,n", [(7, 3), (6, 4), (5, 2), (10, 4), (4, 4), (3, 1)])
+def test_split_uneven_sections_match_the_op(dim, n):
+    from hetvm.ir import prim as P
+    from hetvm.op.manipulate import split_sizes
+
+    sizes = [P.const_value(s) for s in split_sizes(P.IntImm(dim), n)]
+    x = rand(2, dim, 3)
+    pieces = run("split", {"indices_or_sections": n, "axis": -2}, x,
+                 out_shapes=[(2, s, 3) for s in sizes])  # fmt: skip
+    pieces = pieces if n > 1 else [pieces]
+    np.testing.assert_array_equal(np.concatenate(pieces, axis=1), x)
+    chunk = -(-dim // n)
+    for k, p in enumerate(pieces):
+        np.testing.assert_array_equal(p, x[:, k * chunk : (k + 1) * chunk])
+
+
+def test_split_indices_clamp_and_wrong_count():
+    x = rand(5, 2)
+    a, b, c = run("split", {"indices_or_sections": (2, 9), "axis": 0}, x, out_shapes=[(2, 2), (3, 2), (0, 2)])
+    np.testing.assert_array_equal(b, x[2:])
+    with pytest.raises(ValueError, match="pieces"):
+        run("split", {"indices_or_sections": 3, "axis": 0}, x, out_shapes=[(2, 2), (3, 2)])
+
+
+def test_matmul_stack_times_matrix_and_dtypes():
+    a, b = rand(2, 3, 4, 5), rand(5, 6)
+    np.testing.assert_allclose(run("matmul", {}, a, b, out_shapes=[(2, 3, 4, 6)]), a @ b, rtol=1e-5)
+    at = rand(2, 5, 4).transpose(0, 2, 1)  # not contiguous: the batched path
+    np.testing.assert_allclose(run("matmul", {}, at, b, out_shapes=[(2, 4, 6)]), at @ b, rtol=1e-5)
+    got = run("matmul", {}, a, b, out_shapes=[(2, 3, 4, 6)], out_dtype="float64")
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5)
+    ai, bi = RNG.integers(-5, 5, (3, 4)), RNG.integers(-5, 5, (4,))
+    np.testing.assert_array_equal(run("matmul", {}, ai, bi, out_shapes=[(3,)], out_dtype="int64"), ai @ bi)
 
 
 def test_indexing():
