@@ -40,10 +40,14 @@ def alloc_tensor(
 ) -> E.Call:
     """A fresh tensor of ``shape``/``dtype`` on runtime device ``runtime_device_index``.
 
-    ``storage_scope`` (TVM's optional fourth argument) is passed only when given.
+    ``storage_scope`` (TVM's optional fourth argument, which TVM 0.27 prints as
+    ``R.str("global")`` by default) is kept only when it is not ``"global"``, so
+    both spellings give the same call.
     """
     op = "builtin.alloc_tensor"
     args = [as_shape_arg(op, shape), as_dtype_arg(op, dtype), as_prim_arg(op, runtime_device_index, "runtime_device_index")]
     if storage_scope is not None:
-        args.append(as_string_arg(op, storage_scope, "storage_scope"))
+        scope = as_string_arg(op, storage_scope, "storage_scope")
+        if not (isinstance(scope, E.StringImm) and scope.value == "global"):
+            args.append(scope)
     return make_call(op, args)

@@ -74,8 +74,11 @@ register_op(
 def hint_on_device(data: E.Expr, dst_vdevice: Any, memory_scope: str | None = None) -> E.Call:
     """Places ``data`` on ``dst_vdevice`` (``R.device(kind, index)`` or a VDevice).
 
-    ``memory_scope`` is folded into the stored VDevice, so ``attrs`` hold one key.
+    ``memory_scope`` is folded into the stored VDevice, so ``attrs`` hold one key;
+    it may be a ``StringImm`` (older TVM scripts spell it ``R.str("global")``).
     """
+    if isinstance(memory_scope, E.StringImm):
+        memory_scope = memory_scope.value
     vdev = as_vdevice("hint_on_device", dst_vdevice, memory_scope)
     return make_call("hint_on_device", [data], {"dst_vdevice": vdev})
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..ir import expr as E
+from ..ir import prim as P
 from ..ir import struct_info as S
 from .base import broadcast_shapes, common_vdevice, fail, make_call, register_op, tensor_arg
 
@@ -112,6 +115,19 @@ reciprocal = _unary_ctor("reciprocal")
 logical_not = _unary_ctor("logical_not")
 
 
+def _bound(name: str, value: Any) -> float:
+    """A clip bound as a float. TVM passes bounds as prim values and prints them
+    as ``T.float64(0.5)`` (or a bare int), so those spellings are read too."""
+    if isinstance(value, E.PrimValue):
+        value = value.value
+    if isinstance(value, (P.IntImm, P.FloatImm)):
+        value = value.value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise fail("clip", f"{name} must be a number, got {value!r}") from None
+
+
 def clip(data: E.Expr, min: float, max: float) -> E.Call:  # noqa: A002 - TVM's names
     """Clamps every element into [min, max]."""
-    return make_call("clip", [data], {"min": float(min), "max": float(max)})
+    return make_call("clip", [data], {"min": _bound("min", min), "max": _bound("max", max)})

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..ir import expr as E
+from ..ir import prim as P
 from ..ir import struct_info as S
 from .attrs import as_dtype_arg, as_prim_arg, as_shape_arg, as_string_arg
-from .base import DeviceBehavior, make_call, register_op
+from .base import DeviceBehavior, fail, make_call, register_op
 from .memory_common import EMPTY, check_imm, check_object, check_prim, check_shape, tensor_from
 
 __all__ = ["alloc_storage", "alloc_tensor", "kill_object"]
@@ -22,6 +23,12 @@ def _infer_alloc_storage(call: E.Call) -> S.StructInfo:
 
 
 def _infer_alloc_tensor(call: E.Call) -> S.StructInfo:
+    if len(call.args) not in (4, 5):
+        raise fail(
+            "vm.alloc_tensor",
+            f"takes 4 or 5 arguments (storage, offset, shape, dtype[, runtime_device_index]), "
+            f"got {len(call.args)}",
+        )
     check_object(call, 0, "storage")
     check_prim(call, 1, "offset")
     return tensor_from(call, 2, 3)
@@ -33,7 +40,7 @@ def _infer_kill_object(call: E.Call) -> S.StructInfo:
 
 _MEM = {"pure": False, "device_behavior": DeviceBehavior.MEMORY}
 register_op("vm.alloc_storage", _infer_alloc_storage, num_inputs=4, **_MEM)  # type: ignore[arg-type]
-register_op("vm.alloc_tensor", _infer_alloc_tensor, num_inputs=4, **_MEM)  # type: ignore[arg-type]
+register_op("vm.alloc_tensor", _infer_alloc_tensor, num_inputs=-1, **_MEM)  # type: ignore[arg-type]
 register_op("vm.kill_object", _infer_kill_object, num_inputs=1, **_MEM)  # type: ignore[arg-type]
 
 
@@ -51,10 +58,21 @@ def alloc_storage(
     return make_call(op, args)
 
 
-def alloc_tensor(storage: E.Expr, offset: Any, shape: Any, dtype: Any) -> E.Call:
-    """A tensor view of ``storage`` at byte ``offset``."""
+def alloc_tensor(
+    storage: E.Expr, offset: Any, shape: Any, dtype: Any, runtime_device_index: Any = None
+) -> E.Call:
+    """A tensor view of ``storage`` at byte ``offset``.
+
+    TVM 0.27 prints a fifth argument, the runtime device index (default 0). As
+    for ``memory.alloc_tensor``, the default is dropped so both spellings give
+    the same call; another index is kept (the storage fixes the device anyway).
+    """
     op = "vm.alloc_tensor"
     args = [storage, as_prim_arg(op, offset, "offset"), as_shape_arg(op, shape), as_dtype_arg(op, dtype)]
+    if runtime_device_index is not None:
+        index = as_prim_arg(op, runtime_device_index, "runtime_device_index")
+        if not (isinstance(index, E.PrimValue) and P.const_value(index.value) == 0):
+            args.append(index)
     return make_call(op, args)
 
 

@@ -144,7 +144,9 @@ class FormsMixin:
             params = [self.sinfo_of(p) for p in elts]
         ret = self.sinfo_of(a["ret"]) if "ret" in a and not is_none(a["ret"]) else None
         purity = self._opt_literal(a, "purity", bool, fname)
-        return S.FuncStructInfo(params, ret, True if purity is None else purity)
+        if purity is None:  # TVM's defaults: an opaque callable may have effects
+            purity = params is not None
+        return S.FuncStructInfo(params, ret, purity)
 
     def _opt_literal(self, a: dict[str, ast.AST], key: str, kind: type, fname: str) -> Any:
         if key not in a:

@@ -23,6 +23,7 @@ from ._ops import (
     signature_of,
 )
 from ._values import SINFO_NAMES, VALUE_FORMS, positional
+from ._vdevice import resolve_device
 
 
 class OpCallMixin:
@@ -53,7 +54,12 @@ class OpCallMixin:
                 kwargs[key] = self.arg_value(kw.value)
         if ctor is None:
             return self._generic_call(name, args, kwargs, node)
-        return self._call_ctor(name, ctor, args, kwargs, node)
+        value = self._call_ctor(name, ctor, args, kwargs, node)
+        if isinstance(value, VDevice) and name == "device":
+            # R.device(kind, index) names a declared vdevice by kind and index,
+            # as TVM's R.device(device_type=2, index=0) does in hint_on_device
+            return resolve_device(value, self.env.vdevices)
+        return value
 
     def _sinfo_list(self, node: ast.AST) -> Any:
         if isinstance(node, (ast.List, ast.Tuple)):

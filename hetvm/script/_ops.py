@@ -63,3 +63,42 @@ def known_op_names() -> list[str]:
 
 # Keywords TVM prints that hetvm's constructors spell differently.
 KEYWORD_ALIASES = {"device_type": "kind", "dev_type": "kind", "dev_id": "index"}
+
+
+# ---------------------------------------------------------------------------
+# How TVM 0.27 prints some calls, where that differs from "arguments, then
+# attrs as keywords in ``OpInfo.attr_names`` order". The constructors read both
+# spellings (they drop TVM's defaults), so the printer only has to add them.
+# ---------------------------------------------------------------------------
+_POOL_ORDER = (
+    "pool_size", "strides", "dilation", "padding",
+    "ceil_mode", "count_include_pad", "layout", "out_layout",
+)  # fmt: skip
+
+#: attrs printed in TVM's order rather than the constructor's
+TVM_ATTR_ORDER: dict[str, tuple[str, ...]] = {
+    "nn.max_pool2d": _POOL_ORDER,
+    "nn.avg_pool2d": _POOL_ORDER,
+    "nn.pad": ("pad_width", "pad_value", "pad_mode"),
+}
+
+#: attrs that are Relax arguments in TVM, printed positionally after the arguments
+TVM_POSITIONAL_ATTRS: dict[str, tuple[str, ...]] = {
+    "clip": ("min", "max"),
+    "strided_slice": ("axes", "begin", "end", "strides"),
+}
+
+#: (argument count, text): a trailing argument TVM always prints with its default
+TVM_DEFAULT_ARGS: dict[str, tuple[int, str]] = {
+    "memory.alloc_tensor": (4, "0"),
+    "vm.alloc_tensor": (4, "0"),
+    "builtin.alloc_tensor": (3, 'R.str("global")'),
+}
+
+#: ops whose binding TVM prints without an annotation when the variable's struct
+#: info is the one the call's ``out_ty`` gives
+UNANNOTATED_WHEN_DERIVED = frozenset({"call_dps_packed"})
+
+
+def attr_print_order(name: str, attr_names: tuple[str, ...]) -> tuple[str, ...]:
+    return TVM_ATTR_ORDER.get(name, attr_names)

@@ -139,11 +139,13 @@ class ValueContext:
                 return "R.Tuple"
             return "R.Tuple(" + ", ".join(self.sinfo(f) for f in s.fields) + ")"
         if isinstance(s, S.FuncStructInfo):
-            if s.params is None:
-                params = "None"
-            else:
-                inner = ", ".join(self.sinfo(p) for p in s.params)
-                params = f"({inner},)" if len(s.params) == 1 else f"({inner})"
+            if s.params is None:  # opaque: TVM's keyword form, its defaults left out
+                parts = [] if isinstance(s.ret, S.ObjectStructInfo) else [f"ret={self.sinfo(s.ret)}"]
+                if s.purity:
+                    parts.append("purity=True")
+                return "R.Callable" + (f"({', '.join(parts)})" if parts else "")
+            inner = ", ".join(self.sinfo(p) for p in s.params)
+            params = f"({inner},)" if len(s.params) == 1 else f"({inner})"
             return f"R.Callable({params}, {self.sinfo(s.ret)}, {s.purity})"
         raise TypeError(f"cannot print struct info {s!r}")
 
@@ -179,18 +181,29 @@ class ValueContext:
         raise TypeError(f"cannot print attribute value {value!r}")
 
 
+def float_digits(x: float) -> str:
+    """A finite float as TVM 0.27 prints it: integral values in full with ``.0``
+    (``1e20`` -> ``100000000000000000000.0``), others with 17 significant digits
+    (``0.1`` -> ``0.10000000000000001``). Both read back as the same double."""
+    if x.is_integer():
+        return f"{x:.1f}"
+    return f"{x:.17g}"
+
+
 def float_text(x: float) -> str:
-    """Shortest text that reads back as the same float (``repr``)."""
+    """A float inside ``T.float32(...)`` / ``R.const(...)``; non-finite as ``"nan"``."""
     if math.isnan(x) or math.isinf(x):
         return json.dumps(repr(x))  # "nan", "inf", "-inf" as TVM prints them
-    return repr(x)
+    return float_digits(x)
 
 
 def float_literal(x: float) -> str:
-    """A float as Python source: non-finite values as ``float("nan")``."""
+    """A float as an attr value. Non-finite values print as ``float("inf")``,
+    which both parsers read as a float; TVM prints the string ``"inf"``, which
+    only constructors that convert with ``float()`` accept."""
     if math.isnan(x) or math.isinf(x):
         return f'float("{x!r}")'
-    return repr(x)
+    return float_digits(x)
 
 
 def _array_items(data: np.ndarray) -> str:

@@ -18,10 +18,18 @@ from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..ir.op_registry import op_info
+from ..ir.structural import structural_equal
 from ..ir.vdevice import VDevice
 from ._names import NameTable, sanitize
-from ._ops import sinfo_keyword
-from ._print_values import ValueContext, constant_text
+from ._ops import (
+    TVM_DEFAULT_ARGS,
+    TVM_POSITIONAL_ATTRS,
+    UNANNOTATED_WHEN_DERIVED,
+    attr_print_order,
+    sinfo_keyword,
+)
+from ._print_values import ValueContext, constant_text, float_text
+from ._vdevice import hint_device_text
 from ._walk import FunctionFacts
 
 INDENT = "    "
@@ -109,12 +117,22 @@ class _Printer:
         callee = call.op
         args = [self.expr(a, as_arg=True) for a in call.args]
         if isinstance(callee, E.Op):
-            info = op_info(callee)
-            keyword = sinfo_keyword(callee.name)
+            name = callee.name
+            if name == "hint_on_device":
+                hint = self._hint_device(call.attrs.get("dst_vdevice"))
+                if hint is not None:
+                    return f"R.hint_on_device({', '.join([*args, hint])})"
+            default = TVM_DEFAULT_ARGS.get(name)
+            if default is not None and len(call.args) == default[0]:
+                args.append(default[1])
+            positional = TVM_POSITIONAL_ATTRS.get(name, ())
+            args.extend(self._positional_attrs(name, call.attrs, positional))
+            keyword = sinfo_keyword(name)
             if call.sinfo_args and keyword is not None:
                 args.append(f"{keyword}={self._sinfo_arg(call.sinfo_args, keyword)}")
-            args.extend(self._attrs(call.attrs, info.attr_names))
-            return f"R.{callee.name}({', '.join(args)})"
+            rest = E.Attrs({k: v for k, v in call.attrs.items() if k not in positional})
+            args.extend(self._attrs(rest, attr_print_order(name, op_info(callee).attr_names)))
+            return f"R.{name}({', '.join(args)})"
         if isinstance(callee, E.ExternFunc):
             parts = [json.dumps(callee.global_symbol), *args, *self._attrs(call.attrs, ())]
             if call.sinfo_args:
@@ -122,6 +140,29 @@ class _Printer:
                 parts.append(f"ty_args=({inner},)")
             return f"R.call_packed({', '.join(parts)})"
         return f"{self.expr(callee)}({', '.join(args)})"
+
+    def _hint_device(self, vdev: Any) -> str | None:
+        """``R.device(...)[, scope]`` for a hint's vdevice, or None to print the attr."""
+        if not isinstance(vdev, VDevice):
+            return None
+        return hint_device_text(vdev, self.values.vdevices)
+
+    def _positional_attrs(self, name: str, attrs: E.Attrs, keys: tuple[str, ...]) -> list[str]:
+        """Attrs TVM takes as Relax arguments: clip bounds as ``T.float64(...)``,
+        strided_slice's lists as tuples (all-one strides, TVM's default, left out)."""
+        out = []
+        for k in keys:
+            value = attrs.get(k)
+            if name == "clip":
+                self.uses_t = True
+                out.append(f"T.float64({float_text(float(value))})")
+            elif k == "strides" and all(isinstance(v, int) and v == 1 for v in value):
+                continue
+            else:
+                items = [self.values.literal(v) for v in value]
+                out.append(f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})")
+                self.uses_t = self.uses_t or any("T." in i for i in items)
+        return out
 
     def _sinfo_arg(self, sinfos: tuple[S.StructInfo, ...], keyword: str) -> str:
         if keyword == "out_ty" and len(sinfos) == 1:
@@ -152,6 +193,17 @@ class _Printer:
             return False
         return isinstance(var, E.DataflowVar) == in_dataflow
 
+    @staticmethod
+    def _derived_annotation(binding: E.Binding) -> bool:
+        """TVM leaves out the annotation of a ``call_dps_packed`` binding whose
+        variable has exactly the struct info of the call's ``out_ty``."""
+        value = binding.value  # type: ignore[attr-defined]
+        if not (isinstance(binding, E.VarBinding) and isinstance(value, E.Call)):
+            return False
+        if not (isinstance(value.op, E.Op) and value.op.name in UNANNOTATED_WHEN_DERIVED):
+            return False
+        return structural_equal(binding.var.struct_info, value.struct_info)
+
     def binding(self, binding: E.Binding, indent: str, in_dataflow: bool = False) -> list[str]:
         value = binding.value  # type: ignore[attr-defined]
         if self._is_bare(binding, in_dataflow):
@@ -159,6 +211,8 @@ class _Printer:
         if isinstance(value, E.If):
             return self._if(binding.var, value, indent)
         name = self.define(binding.var)
+        if self._derived_annotation(binding):
+            return [f"{indent}{name} = {self.expr(value)}"]
         ann = self.sinfo(binding.var.struct_info)
         if isinstance(binding, E.MatchCast):
             rhs = f"R.match_cast({self.expr(value)}, {self.sinfo(binding.struct_info)})"
@@ -261,17 +315,18 @@ def print_module(mod: IRModule, **_options: Any) -> str:
     typevars: dict[str, None] = {}
     body: list[str] = []
     infos = {k: v for k, v in mod.global_infos.items() if not (k == "vdevice" and not v)}
+    if mod.attrs:  # before the global infos, as TVM prints them
+        body.append(f"{INDENT}I.module_attrs({printer.values.literal(dict(mod.attrs))})")
     if infos:
         body.append(f"{INDENT}I.module_global_infos({_global_infos(printer, infos)})")
-    if mod.attrs:
-        body.append(f"{INDENT}I.module_attrs({printer.values.literal(dict(mod.attrs))})")
-    for i, (name, func) in enumerate(mod.functions.items()):
+    # TVM prints functions, and the TypeVars of their signatures, sorted by name
+    for i, (name, func) in enumerate(sorted(mod.functions.items())):
         if i:
             body.append("")
         body.extend(printer.function(name, func, INDENT, typevars))
     lines = _header(printer.uses_t, typevars)
     lines.append("")
-    lines.extend(f'{v} = TypeVar("{v}")' for v in typevars)
+    lines.extend(f'{v} = TypeVar("{v}")' for v in sorted(typevars))
     lines.append("@I.ir_module")
     lines.append("class Module:")
     lines.extend(body or [f"{INDENT}pass"])

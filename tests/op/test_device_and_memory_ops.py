@@ -91,7 +91,12 @@ def test_vm_and_builtin():
     assert op.vm.kill_object(sv).struct_info == S.TupleStructInfo([])
     t = op.builtin.alloc_tensor((n, 3), "float32", 0)
     assert len(t.args) == 3 and t.struct_info == S.TensorStructInfo((n, 3), "float32")
-    assert len(op.builtin.alloc_tensor((2,), "int8", 1, "global").args) == 4
+    # TVM's default scope "global" is dropped (both spellings give one call), others kept
+    assert len(op.builtin.alloc_tensor((2,), "int8", 1, "global").args) == 3
+    assert len(op.builtin.alloc_tensor((2,), "int8", 1, "texture").args) == 4
+    # vm.alloc_tensor reads TVM's trailing runtime_device_index, dropping the default 0
+    assert len(op.vm.alloc_tensor(sv, 0, (4, 8), "float16", 0).args) == 4
+    assert len(op.vm.alloc_tensor(sv, 0, (4, 8), "float16", 1).args) == 5
     with pytest.raises(StructInfoError, match="runtime_device_index"):
         op.builtin.alloc_tensor((2,), "int8", "zero")
 

@@ -15,9 +15,31 @@ try:  # any failure to import (missing package, broken native library) skips
 except Exception as exc:  # noqa: BLE001
     pytest.skip(f"apache-tvm is not usable here: {exc}", allow_module_level=True)
 
+import importlib.util
+import pathlib
+
+import numpy as np
+
+import hetvm
 import hetvm.op as op
-from hetvm.ir import BlockBuilder, TensorStructInfo, Var, assert_structural_equal, prim
+from hetvm.ir import (
+    BlockBuilder,
+    DataflowBlock,
+    FuncStructInfo,
+    IRModule,
+    ObjectStructInfo,
+    ShapeExpr,
+    TensorStructInfo,
+    Tuple,
+    Var,
+    VDevice,
+    assert_structural_equal,
+    const,
+    prim,
+)
 from hetvm.script import ParseError, from_source, print_module
+from hetvm.transform.device_planning import check_device_plan
+from hetvm.transform.plan_devices import PlanDevices
 
 pytestmark = pytest.mark.tvm
 
@@ -56,6 +78,97 @@ def _calls():
     return bb.get()
 
 
+def _conv_pools():
+    """conv2d and pooling with every attr left at its default (out_layout=None)."""
+    x = Var("x", struct_info=TensorStructInfo((1, 3, 8, 8), "float32"))
+    w = Var("w", struct_info=TensorStructInfo((4, 3, 3, 3), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            a = bb.emit(op.nn.conv2d(x, w))
+            b = bb.emit(op.nn.max_pool2d(a, (2, 2)))
+            c = bb.emit(op.nn.avg_pool2d(b, (1, 1), count_include_pad=True))
+            d = bb.emit_output(op.nn.adaptive_avg_pool2d(c))
+        bb.emit_func_output(d)
+    return bb.get()
+
+
+def _hints():
+    """hint_on_device to devices TVM knows by DLPack code. hetvm's hint gives its
+    result the hinted vdevice, so the module declares them (TVM resolves the
+    annotations' "cuda:1:global" against the declarations)."""
+    devs = [VDevice("llvm"), VDevice("cuda", 0), VDevice("cuda", 1)]
+    x = Var("x", struct_info=TensorStructInfo((4,), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        # each hint on a tensor without a vdevice: TVM's hint keeps its input's
+        # struct info, so its well-formedness check rejects a hint that moves a
+        # tensor already placed (docs/script.md)
+        a = bb.emit(op.hint_on_device(x, op.device("cuda", 0)))
+        b = bb.emit(op.hint_on_device(x, devs[2]))
+        c = bb.emit(op.hint_on_device(x, devs[0]))
+        bb.emit_func_output(bb.emit(Tuple((a, b, c))))
+    return bb.get().with_global_infos(vdevice=devs)
+
+
+def _without_targets(text: str) -> list[str]:
+    """The text without its vdevice declarations: TVM expands ``I.vdevice("llvm")``
+    into a target dict whose keys depend on the host (``mtriple``)."""
+    return [ln for ln in text.replace(AXIS, "").splitlines() if "I.module_global_infos" not in ln]
+
+
+def _memory_and_packed():
+    """Memory ops whose trailing arguments TVM prints by default, packed calls."""
+    x = Var("x", struct_info=TensorStructInfo((16, 32), "float32"))
+    t = TensorStructInfo((16, 32), "float32")
+    bb = BlockBuilder()
+    with bb.function("main", [x], pure=False):
+        st = bb.emit(op.memory.alloc_storage(ShapeExpr([2048]), 0, "global", "uint8"), "storage")
+        y = bb.emit(op.memory.alloc_tensor(st, 0, ShapeExpr([16, 32]), "float32"), "y")
+        bb.emit(op.call_packed("kernel:add", x, x, y))
+        z = bb.emit(op.builtin.alloc_tensor(ShapeExpr([16, 32]), "float32", 0))
+        d = bb.emit(op.call_dps_packed("add", Tuple((x, y)), t))
+        d2 = bb.emit(op.call_dps_packed("split2", Tuple((d,)), [t, t]))
+        vs = bb.emit(op.vm.alloc_storage(ShapeExpr([64]), 0, "uint8"))
+        bb.emit(op.vm.alloc_tensor(vs, 0, ShapeExpr([4, 4]), "float32"))
+        bb.emit(op.vm.kill_object(vs))
+        bb.emit(op.memory.kill_tensor(y))
+        bb.emit(op.memory.kill_storage(st))
+        bb.emit_func_output(bb.emit(Tuple((z, d2))))
+    return bb.get()
+
+
+def _attr_spellings():
+    """Float attrs, clip's and strided_slice's Relax arguments, pad's attr order."""
+    x = Var("x", struct_info=TensorStructInfo((4, 4), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        a = bb.emit(op.clip(x, 0.1, 6.0))
+        b = bb.emit(op.nn.leakyrelu(a, 1e-5))
+        c = bb.emit(op.nn.pad(b, [1, 1, 0, 0], pad_value=1e20))
+        d = bb.emit(op.strided_slice(c, [0], [1], [3]))
+        e = bb.emit(op.strided_slice(d, [0, 1], [0, 0], [2, 4], [1, 2]))
+        f = bb.emit(op.nn.layer_norm(e, op.ones((2,), "float32"), op.zeros((2,), "float32"), [1]))
+        bb.emit_func_output(bb.emit(op.add(f, const(np.float32(1.1), "float32"))))
+    return bb.get()
+
+
+def _functions_and_callables():
+    """Several functions (printed sorted), signature TypeVars, opaque callables, attrs."""
+    n, k = prim.PrimVar("n"), prim.PrimVar("k")
+    bb = BlockBuilder()
+    x = Var("x", struct_info=TensorStructInfo((n, k), "float32"))
+    with bb.function("zeta", [x]):
+        bb.emit_func_output(bb.emit(op.exp(x)))
+    f = Var("f", struct_info=FuncStructInfo(None, ObjectStructInfo(), True))
+    g = Var("g", struct_info=FuncStructInfo(None, TensorStructInfo((2,), "float32"), False))
+    h = Var("h", struct_info=FuncStructInfo(None, ObjectStructInfo(), False))
+    with bb.function("Alpha", [f, g, h], private=True):
+        bb.emit_func_output(f)
+    mod = bb.get()
+    return IRModule(dict(mod.functions), attrs={"system_lib_prefix": "hetvm_"})
+
+
 HETVM_SCRIPTS = {
     "seed": '''
 @I.ir_module
@@ -89,10 +202,29 @@ class Module:
 }
 
 
-@pytest.mark.parametrize("build", [_dyn, _calls], ids=["dyn", "calls"])
+BUILT = [_dyn, _calls, _conv_pools, _memory_and_packed, _attr_spellings, _functions_and_callables]
+
+
+@pytest.mark.parametrize("build", BUILT, ids=lambda b: b.__name__.strip("_"))
 def test_hetvm_print_is_what_tvm_prints(build):
-    text = print_module(build())
-    assert tvm_text(text).replace(AXIS, "") == text.replace(AXIS, "")
+    mod = build()
+    text = print_module(mod)
+    printed_by_tvm = tvm_text(text)
+    assert printed_by_tvm.replace(AXIS, "") == text.replace(AXIS, "")
+    assert_structural_equal(from_source(printed_by_tvm), mod)
+
+
+def test_hints_print_as_tvm_prints_up_to_target_dicts():
+    mod = _hints()
+    text = print_module(mod)
+    assert 'R.hint_on_device(x, R.device(device_type=2, index=0), "global")' in text
+    printed_by_tvm = tvm_text(text)
+    assert _without_targets(printed_by_tvm) == _without_targets(text)
+    reread = from_source(printed_by_tvm)  # same vdevices, with TVM's extra target keys
+    assert [(v.target, v.vdevice_id) for v in reread.vdevices] == [
+        (v.target, v.vdevice_id) for v in mod.vdevices
+    ]
+    assert _without_targets(print_module(reread)) == _without_targets(text)
 
 
 @pytest.mark.parametrize(
@@ -102,8 +234,9 @@ def test_hetvm_print_is_what_tvm_prints(build):
 def test_hetvm_print_reads_back_from_tvm(name):
     mod = from_source(HETVM_SCRIPTS[name])
     text = print_module(mod)
-    again = from_source(tvm_text(text))
-    assert_structural_equal(again, mod)
+    printed_by_tvm = tvm_text(text)
+    assert printed_by_tvm.replace(AXIS, "") == text.replace(AXIS, "")
+    assert_structural_equal(from_source(printed_by_tvm), mod)
 
 
 TVM_SCRIPTS = {
@@ -134,6 +267,92 @@ class Module:
         f = R.matmul(e, R.permute_dims(e, [0, 2, 1]))
         return (d, f)
 ''',
+    "conv_and_pools_short": '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 3, 8, 8), "float32"), w: R.Tensor((4, 3, 3, 3), "float32")):
+        a = R.nn.conv2d(x, w, padding=[1, 1])
+        b = R.nn.max_pool2d(a, pool_size=[2, 2], strides=[2, 2])
+        c = R.nn.avg_pool2d(b)
+        d = R.nn.adaptive_avg_pool2d(c, output_size=[1, 1])
+        return d
+''',
+    "hints_and_dict_targets": '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm"), I.vdevice({"kind": "cuda", "arch": "sm_80"}, 0), I.vdevice("cuda", 1)]})
+    @R.function
+    def main(x: R.Tensor((4,), "float32", "llvm"), y: R.Tensor((4,), "float32")):
+        a = R.hint_on_device(x, R.device(2, 0))
+        b = R.hint_on_device(y, R.device("cuda", 1), "global")
+        c = R.hint_on_device(y, R.device(device_type=1, index=0), "global")
+        d = R.to_vdevice(x, "cuda:1")
+        return (a, b, c, d)
+''',
+    "hint_without_vdevices": '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")):
+        a = R.hint_on_device(x, R.device(2, 1))
+        b = R.hint_on_device(a, R.device("rocm", 0), "global")
+        return b
+''',
+    "memory_as_tvm_writes_it": '''
+@I.ir_module
+class Module:
+    @R.function(pure=False)
+    def main(x: R.Tensor((16, 32), "float32")):
+        storage = R.memory.alloc_storage(R.shape([2048]), 0, R.str("global"), R.dtype("uint8"))
+        y = R.memory.alloc_tensor(storage, 0, R.shape([16, 32]), R.dtype("float32"), 0)
+        z = R.builtin.alloc_tensor(R.shape([16, 32]), R.dtype("float32"), 0, R.str("global"))
+        s = R.vm.alloc_storage(R.shape([64]), 0, R.dtype("uint8"), R.str("global"))
+        t = R.vm.alloc_tensor(s, 0, R.shape([4, 4]), R.dtype("float32"), 0)
+        d = R.call_dps_packed("add", (x, y), out_ty=R.Tensor((16, 32), dtype="float32"))
+        e: R.Tensor(ndim=2, dtype="float32") = R.call_dps_packed("add", (d, z), out_ty=R.Tensor((16, 32), dtype="float32"))
+        p = R.call_packed("print", e, ty_args=(R.Tuple,))
+        R.vm.kill_object(s)
+        R.memory.kill_tensor(y)
+        R.memory.kill_storage(storage)
+        return e
+''',
+    "attrs_as_tvm_writes_them": '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3, 4, 4), "float32"), g: R.Tensor((3,), "float32")):
+        a = R.clip(x, 0.1, 6.5)
+        b = R.strided_slice(a, axes=[1], begin=[0], end=[2])
+        c = R.strided_slice(a, (1, 2), (0, 1), (2, 3), (1, 2))
+        d = R.nn.pad(x, pad_width=[0, 0, 0, 0, 1, 1, 1, 1], pad_value=0.5)
+        e = R.nn.batch_norm(x, g, g, g, g, axis=1, epsilon=1e-3, momentum=1e-7)
+        f = R.nn.dropout(x, 0.1)
+        h = R.full(R.shape([2, 2]), R.const(0.1, "float32"), "float32")
+        return (b, c, d, e, f, h)
+''',
+    "functions_if_match_cast": '''
+@I.ir_module
+class Module:
+    I.module_attrs({"system_lib_prefix": "m_"})
+    @R.function
+    def zeta(x: R.Tensor(("n", 4), "float32"), c: R.Tensor((), "bool")):
+        n = T.int64()
+        k = T.int64()
+        if c:
+            r = R.exp(x)
+        else:
+            r = R.negative(x)
+        with R.dataflow():
+            m = R.match_cast(r, R.Tensor((n, k), "float32"))
+            gv = R.add(m, m)
+            R.output(gv)
+        return gv
+
+    @R.function(private=True)
+    def beta(f: R.Callable(ret=R.Tensor(ndim=2)), g: R.Callable(purity=True), h: R.Callable((), R.Any)):
+        return f
+''',
 }
 
 
@@ -142,8 +361,90 @@ def test_what_tvm_prints_hetvm_parses_and_prints_back(name):
     printed_by_tvm = tvm_text(TVM_SCRIPTS[name])
     mod = from_source(printed_by_tvm)
     ours = print_module(mod)
+    assert ours.replace(AXIS, "") == printed_by_tvm.replace(AXIS, "")
     assert tvm_text(ours) == printed_by_tvm
     assert_structural_equal(from_source(ours), mod)
+
+
+def test_tvm_target_dicts_plan_as_plain_vdevices():
+    """TVM prints I.vdevice("llvm") as a target dict (host keys included): hetvm
+    keeps the keys for printing, and plans and runs the module as the plain one."""
+    plain = from_source(PLANNED)
+    from_tvm = from_source(tvm_text(PLANNED))
+    host = from_tvm.vdevices[0]
+    assert host.target_attrs and (host.kind, host.vdevice_id) == ("cpu", 0)
+    assert dict(host.target_attrs)["keys"] == ("cpu",)
+    hint = from_tvm["main"].body.blocks[0].bindings[1].value
+    assert hint.attrs["dst_vdevice"] is host  # R.device(device_type=1, index=0) names it
+
+    def planned_text(mod):
+        out = PlanDevices()(mod)
+        check_device_plan(out)
+        return [ln for ln in print_module(out).splitlines() if "module_global_infos" not in ln]
+
+    assert planned_text(from_tvm) == planned_text(plain)
+    x = np.linspace(-1, 1, 8, dtype="float32").reshape(2, 4)
+    runs = [hetvm.VirtualMachine(hetvm.build(m))["main"](x).numpy() for m in (from_tvm, plain)]
+    np.testing.assert_array_equal(runs[0], runs[1])
+
+
+PLANNED = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm")]})
+    @R.function
+    def main(x: R.Tensor((2, 4), "float32", "llvm")):
+        a = R.exp(x)
+        b = R.hint_on_device(a, R.device(device_type=1, index=0), "global")
+        c = R.add(b, b)
+        return c
+'''
+
+
+def _load_property_strategies():
+    """The generated programs of test_script_property.py (needs hypothesis)."""
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        return None
+    path = pathlib.Path(__file__).with_name("test_script_property.py")
+    spec = importlib.util.spec_from_file_location("_hetvm_script_property", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_PROPERTY = _load_property_strategies()
+
+def _adjacent_dataflow_blocks(mod) -> bool:
+    """TVM's parser merges two adjacent dataflow blocks into one (docs/script.md)."""
+    blocks = mod["main"].body.blocks
+    return any(
+        isinstance(a, DataflowBlock) and isinstance(b, DataflowBlock)
+        for a, b in zip(blocks, blocks[1:])
+    )
+
+
+if _PROPERTY is not None:
+    from hypothesis import HealthCheck, assume, given, settings
+
+    @settings(
+        max_examples=25,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+    @given(_PROPERTY.programs())
+    def test_generated_programs_print_as_tvm_prints(mod):
+        assume(not _adjacent_dataflow_blocks(mod))
+        text = print_module(mod)
+        printed_by_tvm = tvm_text(text)
+        assert printed_by_tvm.replace(AXIS, "") == text.replace(AXIS, "")
+        assert_structural_equal(from_source(printed_by_tvm), mod)
+
+else:
+
+    def test_generated_programs_print_as_tvm_prints():
+        pytest.skip("hypothesis is not installed")
 
 
 def test_tvm_metadata_constants_get_an_explanation():

@@ -89,7 +89,12 @@ def conv2d(
     out_layout: str | None = None,
     out_dtype: Any = None,
 ) -> E.Call:
-    """2-D convolution (cross-correlation) of NCHW data with OIHW weights."""
+    """2-D convolution (cross-correlation) of NCHW data with OIHW weights.
+
+    ``out_layout=None`` means "as ``data_layout``" and is stored as that layout,
+    as TVM does, so a call built here and the one TVM prints
+    (``out_layout="NCHW"``) are the same call.
+    """
     attrs = {
         "strides": int_tuple(OP, "strides", strides, 2),
         "padding": padding4(OP, padding),
@@ -97,7 +102,7 @@ def conv2d(
         "groups": as_int(OP, "groups", groups),
         "data_layout": str(data_layout),
         "kernel_layout": str(kernel_layout),
-        "out_layout": None if out_layout is None else str(out_layout),
+        "out_layout": str(data_layout if out_layout is None else out_layout),
         "out_dtype": dtype_str(out_dtype),
     }
     return make_call(OP, [data, weight], attrs)

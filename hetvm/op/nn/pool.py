@@ -76,6 +76,8 @@ register_op(
 
 def _pool_attrs(op: str, pool_size, strides, padding, dilation, ceil_mode, count_include_pad,
                 layout, out_layout) -> dict[str, Any]:  # fmt: skip
+    """The attrs of a 2-D pooling call; ``out_layout=None`` is stored as ``layout``
+    (TVM's normal form, so TVM's printed text and a built call agree)."""
     return {
         "pool_size": int_tuple(op, "pool_size", pool_size, 2),
         "strides": int_tuple(op, "strides", strides, 2),
@@ -84,7 +86,7 @@ def _pool_attrs(op: str, pool_size, strides, padding, dilation, ceil_mode, count
         "ceil_mode": bool(ceil_mode),
         "count_include_pad": bool(count_include_pad),
         "layout": str(layout),
-        "out_layout": None if out_layout is None else str(out_layout),
+        "out_layout": str(layout if out_layout is None else out_layout),
     }
 
 
@@ -128,7 +130,9 @@ def adaptive_avg_pool2d(
     layout: str = "NCHW",
     out_layout: str | None = None,
 ) -> E.Call:
-    """Average pooling to ``output_size`` (None keeps H and W; an int means square)."""
+    """Average pooling to ``output_size`` (None keeps H and W; an int means square).
+
+    ``out_layout=None`` is stored as ``layout``, as TVM does."""
     op = "nn.adaptive_avg_pool2d"
     size = None if output_size is None else int_tuple(op, "output_size", output_size, 2)
     if size is not None and min(size) <= 0:
@@ -136,6 +140,6 @@ def adaptive_avg_pool2d(
     attrs = {
         "output_size": size,
         "layout": str(layout),
-        "out_layout": None if out_layout is None else str(out_layout),
+        "out_layout": str(layout if out_layout is None else out_layout),
     }
     return make_call(op, [data], attrs)
