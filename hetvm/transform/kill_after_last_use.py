@@ -47,10 +47,14 @@ def _op_name(value: E.Expr) -> str | None:
 class _FunctionFacts:
     """Definitions, alias roots, outputs and existing kills of one function."""
 
-    def __init__(self, func: E.Function) -> None:
+    def __init__(self, func: E.Function, mod: IRModule | None = None, _active: tuple = ()) -> None:
+        self.mod = mod
+        self._active = _active  # functions being analysed up the call chain (recursion guard)
         self.value_of: dict[E.Var, E.Expr] = {}
         self.killed: set[E.Var] = set()
         self.params = set(func.params)
+        self._param_list = list(func.params)
+        self._returned_params: dict[str, list[int]] = {}
         self._collect(func.body)
         self.outputs: set[E.Var] = set()
         self._mark_outputs(func.body.body, self.outputs)
@@ -112,7 +116,46 @@ class _FunctionFacts:
                 # an If result may be a value of the enclosing scope: reading it reads that
                 seen.add(v)
                 stack.extend(reversed(_result_vars(value)))
+            elif isinstance(value, E.Call) and v not in seen:
+                # a call may return one of its arguments: reading the result reads it
+                seen.add(v)
+                stack.extend(reversed(self.call_aliases(value)))
         return out
+
+    def call_aliases(self, call: E.Call) -> list[E.Var]:
+        """Arguments a call's result may share bytes with.
+
+        A module function is analysed (which parameters can flow into its
+        result); a user packed function is opaque, so any tensor argument may.
+        Kernels, builtins and ops write fresh outputs.
+        """
+        if not _may_hold_tensor(call.struct_info):
+            return []
+        callee = call.op
+        if isinstance(callee, E.GlobalVar):
+            indices = self.returned_params_of(callee.name_hint)
+            return [a for i, a in enumerate(call.args) if i in indices and isinstance(a, E.Var)]
+        if isinstance(callee, E.ExternFunc):
+            name = callee.global_symbol
+            if name.startswith(("kernel.", "vm.builtin.")):
+                return []
+            return [a for a in call.args if isinstance(a, E.Var)]
+        return []
+
+    def returned_params_of(self, name: str) -> list[int]:
+        if name not in self._returned_params:
+            if self.mod is None or name not in self.mod or name in self._active:
+                # unknown or recursive: assume any parameter may come back
+                n = len(self.mod[name].params) if self.mod is not None and name in self.mod else 64
+                self._returned_params[name] = list(range(n))
+            else:
+                callee = self.mod[name]
+                facts = _FunctionFacts(callee, self.mod, self._active + (name,))
+                outs = facts.outputs
+                self._returned_params[name] = [
+                    i for i, p in enumerate(callee.params) if p in outs
+                ]
+        return self._returned_params[name]
 
     def _mark_outputs(self, expr: E.Expr, out: set[E.Var]) -> None:
         """Everything the result refers to, through tuples and aliases."""
@@ -131,6 +174,8 @@ class _FunctionFacts:
                     stack.extend(value.fields)
                 elif isinstance(value, E.If):
                     stack.extend(_result_vars(value))
+                elif isinstance(value, E.Call):
+                    stack.extend(self.call_aliases(value))
                 root_value = self.value_of.get(self.root(e))
                 if isinstance(root_value, E.Tuple):
                     stack.extend(root_value.fields)
@@ -152,6 +197,15 @@ class _FunctionFacts:
         else:
             op = "vm.kill_object"
         return E.Call(get_op(op), (var,), struct_info=UNIT)
+
+
+def _may_hold_tensor(sinfo: S.StructInfo | None) -> bool:
+    """False for results that cannot be (or contain) a tensor: shapes, prims, ()."""
+    if isinstance(sinfo, (S.ShapeStructInfo, S.PrimStructInfo, S.FuncStructInfo)):
+        return False
+    if isinstance(sinfo, S.TupleStructInfo):
+        return any(_may_hold_tensor(f) for f in sinfo.fields)
+    return True
 
 
 def _result_vars(node: E.If) -> list[E.Var]:
@@ -230,6 +284,6 @@ class KillAfterLastUse(FunctionPass):
 
     def transform_function(self, func: E.Function, mod: IRModule, ctx: PassContext) -> E.Function:
         canon = CanonicalizeBindings().transform_function(func, mod, ctx)
-        facts = _FunctionFacts(canon)
+        facts = _FunctionFacts(canon, mod)
         body = _process_seq(canon.body, facts, set())
         return E.replace(canon, body=body)

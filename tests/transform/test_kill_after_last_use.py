@@ -114,13 +114,15 @@ def test_tuples_and_objects_get_kill_object():
     t = Var("t", struct_info=TupleStructInfo([T, T]))
     o = Var("o", struct_info=op.call_packed("make", x).struct_info)
     first = Var("first", struct_info=T)
+    r = Var("r", struct_info=UNIT)
     out = Var("out", struct_info=T)
     mod = _fn(
         [
             VarBinding(t, Tuple((x, x))),
             VarBinding(o, op.call_packed("make", x)),
             VarBinding(first, TupleGetItem(t, 0)),
-            VarBinding(out, op.call_packed("use", first, o, sinfo_args=[T])),
+            VarBinding(r, op.call_packed("use", first, o, sinfo_args=[UNIT])),
+            VarBinding(out, op.exp(first)),
         ],
         [x],
         out,
@@ -172,4 +174,18 @@ def test_call_packed_result_unused_not_killed():
     x = Var("x", struct_info=T)
     r = Var("r", struct_info=UNIT)
     mod = _fn([VarBinding(r, op.call_packed(ExternFunc("side_effect"), x, sinfo_args=[UNIT]))], [x], x)
+    assert _kill_names(KillAfterLastUse()(mod)) == []
+
+
+def test_opaque_packed_result_may_be_its_argument():
+    """A user packed function may return its argument: the argument then lives as
+    long as the result (here: the result is the output, so the argument stays)."""
+    x = Var("x", struct_info=T)
+    a = Var("a", struct_info=T)
+    out = Var("out", struct_info=T)
+    mod = _fn(
+        [VarBinding(a, op.exp(x)), VarBinding(out, op.call_packed("maybe_identity", a, sinfo_args=[T]))],
+        [x],
+        out,
+    )
     assert _kill_names(KillAfterLastUse()(mod)) == []
