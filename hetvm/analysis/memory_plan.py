@@ -137,6 +137,10 @@ def _check_function(name: str, func: E.Function) -> int:
     storages = _storage_sizes(func, bounds)
     life = analyze_lifetimes(func, _is_carved)
     groups: dict[E.Var, list[tuple[E.Var, int, int]]] = {}
+    carved_from: dict[E.Expr, int] = {}
+    for var in life.roots:
+        storage = life.binding_of[var].value.args[0]  # type: ignore[attr-defined]
+        carved_from[storage] = carved_from.get(storage, 0) + 1
     for var in life.roots:
         call = life.binding_of[var].value  # type: ignore[attr-defined]
         storage, offset_arg, shape, dtype = call.args[:4]
@@ -146,6 +150,8 @@ def _check_function(name: str, func: E.Function) -> int:
                 f"function {name}: tensor '{var.name_hint}' has a non-constant offset or shape"
             )
         size = shape_nbytes(shape.values, dtype.value, bounds).nbytes
+        if size is None and offset == 0 and carved_from.get(storage) == 1:
+            continue  # a storage of its own (sized at run time): nothing to overlap
         if size is None:
             raise MemoryPlanError(
                 f"function {name}: tensor '{var.name_hint}' is carved from storage with an "

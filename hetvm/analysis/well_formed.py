@@ -208,7 +208,11 @@ class _Checker:
         if self.declared is None:
             return
         for vdev in vdevs:
-            if vdev not in self.declared:
+            # a vdevice names a device by kind and id (R.device("cpu", 0) is the
+            # declared I.vdevice("llvm", 0)); scope and target attrs may differ
+            if vdev not in self.declared and not any(
+                d.kind == vdev.kind and d.vdevice_id == vdev.vdevice_id for d in self.declared
+            ):
                 self.fail(
                     f"vdevice {vdev} in {what} is not declared in global_infos['vdevice'] "
                     f"(declared: {', '.join(map(str, self.declared)) or 'none'})"

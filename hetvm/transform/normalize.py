@@ -52,6 +52,17 @@ class _Normalizer(ExprMutator):
     def visit_call(self, call: E.Call) -> E.Expr:
         return self._flatten_args(super().visit_call(call))
 
+    def visit_seq_expr(self, seq: E.SeqExpr) -> E.SeqExpr:
+        """A sequence ends in a leaf: a computed result (``if c: f(x)``) is bound."""
+        new = super().visit_seq_expr(seq)
+        if E.is_leaf(new.body):
+            return new
+        self._emitted.append([])
+        body = self._flatten(new.body)
+        tail = self._emitted.pop()
+        blocks = new.blocks + (E.BindingBlock(tuple(tail)),)
+        return E.SeqExpr(blocks, body, span=new.span)
+
     def visit_tuple_get_item(self, node: E.TupleGetItem) -> E.Expr:
         return self._flatten_args(super().visit_tuple_get_item(node))
 

@@ -298,7 +298,13 @@ class Rewriter:
             info = op_info(op)
             beh = info.device_behavior
             if beh in (DeviceBehavior.ANNOTATION, DeviceBehavior.CROSS_DEVICE):
-                if isinstance(tree, int):
+                if tree == CONST:
+                    # a constant has no home: it is materialised wherever it is read,
+                    # so a hint or copy of one needs no copy at all
+                    src = self.rebuild(call.args[0], self.tree_want(devs))
+                    self.emit(b, var, src, src.struct_info)
+                    return
+                if isinstance(tree, int) and tree != CONST:
                     dst = self.pl.value_device(tree)
                     got = self.materialize(tree, dst, var.name_hint if beh is DeviceBehavior.CROSS_DEVICE else None)
                     if isinstance(var, E.DataflowVar) or not isinstance(got, E.DataflowVar):
