@@ -1,13 +1,17 @@
 """Where hetvm's time goes on the ONNX models: per-kernel time vs VM overhead.
 
 Each kernel the VM binds is wrapped with a timer (keyed by op, or by op and
-argument shapes with ``--by-shape``); the rest of a call's wall time is the
-VM's own work (generated dispatch code, allocation, kills). Figures are
-printed, never asserted.
+argument shapes with ``--by-shape``); the rest of a call's time is the VM's
+own work (generated dispatch code, allocation, kills). Times are this
+thread's CPU time (``time.thread_time``) by default, which other processes on
+a shared machine do not inflate (the kernels are single-threaded at
+``--threads 1``); ``--clock wall`` uses ``perf_counter``. Figures are printed,
+never asserted.
 
     python benchmarks/kernels_profile.py [--models squeezenet,resnet50]
                                          [--batch 1] [--repeat 5] [--threads 1]
-                                         [--by-shape] [--top 15]
+                                         [--by-shape] [--top 15] [--clock cpu|wall]
+                                         [--vs-ort]
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import time  # noqa: E402
 from collections import defaultdict  # noqa: E402
 
 
-def profile(name: str, batch: int, repeat: int, by_shape: bool, top: int) -> None:
+def profile(name: str, batch: int, repeat: int, by_shape: bool, top: int, clock, vs_ort: bool) -> None:
     import onnx
     from onnx_models import encoder_model, feeds_for, light_path, with_batch
 
@@ -50,7 +54,7 @@ def profile(name: str, batch: int, repeat: int, by_shape: bool, top: int) -> Non
 
     def timed_bind(op, kind, xp, attrs):
         fn = real_bind(op, kind, xp, attrs)
-        perf = time.perf_counter
+        perf = clock
 
         def wrapped(*args):
             key = op
@@ -72,26 +76,62 @@ def profile(name: str, batch: int, repeat: int, by_shape: bool, top: int) -> Non
     finally:
         codegen.bind_kernel = real_bind
 
-    def best(fn) -> float:
+    def best(fn, snapshot=False) -> float:
+        """Smallest time over ``repeat`` runs (after one warm-up); with
+        ``snapshot`` the kernel times of that run are left in ``times``."""
         fn()
-        out = []
+        best_t, kept = float("inf"), ({}, {})
         for _ in range(repeat):
-            t0 = time.perf_counter()
+            times.clear()
+            counts.clear()
+            t0 = clock()
             fn()
-            out.append(time.perf_counter() - t0)
-        return min(out)
+            t = clock() - t0
+            if t < best_t:
+                best_t, kept = t, (dict(times), dict(counts))
+        if snapshot:
+            times.clear()
+            counts.clear()
+            times.update(kept[0])
+            counts.update(kept[1])
+        return best_t
 
-    wall_plain = best(lambda: plain["main"](*args))
-    times.clear()
-    counts.clear()
-    wall_timed = best(lambda: vm["main"](*args))
-    runs = repeat + 1
-    kern = sum(times.values()) / runs
-    n_calls = sum(counts.values()) // runs
-    print(f"== {name} batch {batch}: best {wall_plain * 1e3:.1f} ms untimed; timed run {wall_timed * 1e3:.1f} ms, "
-          f"kernels {kern * 1e3:.1f} ms over {n_calls} calls, rest (VM) ~{(wall_timed - kern) * 1e3:.1f} ms")
+    if vs_ort:
+        _versus_ort(name, batch, model, feeds, lambda: plain["main"](*args), repeat)
+        return
+    plain_t = best(lambda: plain["main"](*args))
+    timed_t = best(lambda: vm["main"](*args), snapshot=True)
+    kern = sum(times.values())
+    print(f"== {name} batch {batch}: {plain_t * 1e3:.1f} ms a call (best of {repeat}); with timers "
+          f"{timed_t * 1e3:.1f} ms: kernels {kern * 1e3:.1f} ms in {sum(counts.values())} calls, "
+          f"the rest (VM) {(timed_t - kern) * 1e3:.1f} ms")
     for key, t in sorted(times.items(), key=lambda kv: -kv[1])[:top]:
-        print(f"   {t / runs * 1e3:8.2f} ms  {counts[key] // runs:4d}x  {key}")
+        print(f"   {t * 1e3:8.2f} ms  {counts[key]:4d}x  {key}")
+
+
+def _versus_ort(name: str, batch: int, model, feeds, run_hetvm, repeat: int) -> None:
+    """hetvm and ONNX Runtime timed alternately, one call each per round, and the
+    smallest wall time of each kept: on a shared machine (other processes, an
+    SMT sibling halving AVX throughput) the minimum of interleaved runs is the
+    figure least skewed against either side."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = _THREADS
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    run_hetvm()
+    sess.run(None, feeds)
+    h = o = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        run_hetvm()
+        t1 = time.perf_counter()
+        sess.run(None, feeds)
+        t2 = time.perf_counter()
+        h, o = min(h, t1 - t0), min(o, t2 - t1)
+    print(f"{name:<14}{batch:>5} hetvm {h * 1e3:9.2f} ms  ORT {o * 1e3:9.2f} ms  ratio {h / o:5.2f}", flush=True)
 
 
 def main() -> None:
@@ -102,9 +142,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--by-shape", action="store_true")
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
+    ap.add_argument("--vs-ort", action="store_true", help="min wall time against ORT, interleaved")
     a = ap.parse_args()
     for m in a.models.split(","):
-        profile(m, a.batch, a.repeat, a.by_shape, a.top)
+        clock = time.thread_time if a.clock == "cpu" else time.perf_counter
+        profile(m, a.batch, a.repeat, a.by_shape, a.top, clock, a.vs_ort)
 
 
 if __name__ == "__main__":
