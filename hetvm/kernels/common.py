@@ -44,11 +44,11 @@ def erf(xp: Any, x: Any, out: Any = None) -> Any:
     """The error function, elementwise, in ``x``'s float precision (float64 for
     float64, else float32: the approximation's own error, 1.5e-7, is float32's
     resolution, so float64 work would only cost time). Written in place into
-    ``out`` when given and of that dtype (``out`` may be ``x``); returns the result."""
+    ``out`` when given and of that dtype; returns the result."""
     dt = xp.float64 if x.dtype == xp.float64 else xp.float32
-    y = out if out is not None and out.dtype == dt and out.shape == x.shape else xp.empty(x.shape, dt)
-    a = xp.abs(x, dtype=dt) if x.dtype.kind == "f" else xp.abs(x.astype(dt))
-    negative = xp.signbit(x) if y is x else None  # in place: keep the signs first
+    direct = out is not None and out.dtype == dt and out.shape == x.shape and out is not x
+    y = out if direct else xp.empty(x.shape, dt)
+    a = xp.abs(x.astype(dt, copy=False))
     xp.multiply(a, _P, out=y)  # y = t = 1 / (1 + p|x|)
     y += 1.0
     xp.reciprocal(y, out=y)
@@ -61,10 +61,7 @@ def erf(xp: Any, x: Any, out: Any = None) -> Any:
     xp.exp(a, out=a)
     poly *= a
     xp.subtract(1.0, poly, out=y)
-    if negative is None:
-        xp.copysign(y, x, out=y)
-    else:
-        xp.negative(y, out=y, where=negative)
+    xp.copysign(y, x, out=y)
     if out is not None and y is not out:
         store(out, y.astype(out.dtype, copy=False))
         return out

@@ -42,8 +42,7 @@ def gelu(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     """0.5 x (1 + erf(x / sqrt 2)) in x's float precision, in place where it can."""
     same_shape(x, out)
     if out.dtype == x.dtype and x.dtype.kind == "f":
-        xp.multiply(x, 1.0 / math.sqrt(2.0), out=out)
-        erf(xp, out, out)
+        erf(xp, x * (1.0 / math.sqrt(2.0)), out)
         out += 1.0
         out *= x
         out *= 0.5
