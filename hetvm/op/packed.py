@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import StructInfoError
 from ..ir import expr as E
+from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.vdevice import VDevice
 from .attrs import as_tuple_arg
@@ -96,6 +97,8 @@ def _packed_arg(value: Any) -> E.Expr:
         return E.PrimValue(int(value))
     if isinstance(value, (int, float, np.integer, np.floating)):
         return E.PrimValue(value.item() if isinstance(value, np.generic) else value)
+    if isinstance(value, P.PrimExpr):  # TVM prints prim values bare: T.float32(2.5), n * 2
+        return E.PrimValue(value)
     raise StructInfoError(f"call_packed: cannot pass {value!r} as an argument")
 
 

@@ -185,6 +185,10 @@ class FormsMixin:
         raise self.err(node.func, f"unknown name T.{name} (only shape variables and T.min/T.max are supported)")
 
     def ir_call(self, func: Namespace, node: ast.Call) -> Any:
+        if func.dotted == "StringType" and not node.args and not node.keywords:
+            # TVM 0.27 annotates a string's binding `s: I.StringType() = R.str("a")`;
+            # hetvm's strings are objects
+            return S.ObjectStructInfo()
         if func.dotted == "vdevice":
             a = self.bind_args(node, "I.vdevice", ["target", "vdevice_id", "memory_scope"], 0)
             values = {k: self.eval(v) for k, v in a.items()}

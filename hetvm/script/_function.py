@@ -15,9 +15,12 @@ from typing import Any
 
 from ..errors import HetvmError, ParseError
 from ..ir import expr as E
+from ..ir import prim as P
 from ..ir import struct_info as S
+from ..ir.structural import structural_equal
 from ._env import FunctionScope, ModuleEnv
 from ._eval import Evaluator, MatchCastForm, Namespace, is_dtype
+from ._print_values import without_prim_values
 
 FLAGS = ("pure", "private")
 
@@ -141,6 +144,8 @@ class FunctionParser:
                 f"struct info mismatch: the function returns {S.describe(body.struct_info)}, "
                 f"but its annotation says {S.describe(ret)}",
             )
+        if ret is not None and seq.struct_info is not None:
+            ret = _annotated(ret, seq.struct_info)
         attrs = dict(self.attrs)
         if flags.get("private"):
             attrs["private"] = True
@@ -243,7 +248,7 @@ class FunctionParser:
             raise self.err(node, f"cannot infer the struct info of the value bound to '{name}'")
         if ann is not None:
             self.check_annotation(ann, sinfo, name, node)
-            sinfo = ann
+            sinfo = _annotated(ann, sinfo)
         is_df = in_dataflow if dataflow_var is None else dataflow_var
         cls = E.DataflowVar if is_df else E.Var
         span = self.env.diag.span(node)
@@ -266,6 +271,14 @@ class FunctionParser:
         if isinstance(value, MatchCastForm):
             var = self.match_cast(name, value, ann, stmt, out, in_dataflow, dataflow_var)
         else:
+            if (
+                isinstance(ann, S.PrimStructInfo)
+                and isinstance(value, int)
+                and not isinstance(value, bool)
+                and ann.dtype.startswith(("int", "uint"))
+            ):
+                # TVM prints R.prim_value(T.int32(3)) as `c: T.int32 = 3`
+                value = E.PrimValue(P.IntImm(value, ann.dtype), span=self.env.diag.span(value_node))
             expr = self.ev.to_expr(value, value_node)
             var = self.emit(name, expr, out, in_dataflow, stmt, ann, dataflow_var)
         self.scope.bind(name, var)
@@ -412,3 +425,13 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+def _annotated(ann: S.StructInfo, sinfo: S.StructInfo) -> S.StructInfo:
+    """The struct info a binding (or return) annotated ``ann`` takes: the
+    annotation, except where it is the value's own struct info without prim
+    values (TVM 0.27 prints ``T.int64`` for ``R.Prim(value=5)``); then the
+    value's, so the values survive a trip through TVM's text."""
+    if ann is not sinfo and structural_equal(ann, without_prim_values(sinfo), map_free_vars=False):
+        return sinfo
+    return ann

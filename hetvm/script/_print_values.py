@@ -181,6 +181,19 @@ class ValueContext:
         raise TypeError(f"cannot print attribute value {value!r}")
 
 
+def without_prim_values(s: S.StructInfo | None) -> S.StructInfo | None:
+    """``s`` with the values of its prim struct infos dropped (``R.Prim(value=5)``
+    -> ``T.int64``), as TVM 0.27 prints binding and return annotations. The
+    parser gives a variable so annotated its value's struct info back."""
+    if isinstance(s, S.PrimStructInfo) and s.value is not None:
+        return S.PrimStructInfo(s.dtype)
+    if isinstance(s, S.TupleStructInfo):
+        fields = [without_prim_values(f) for f in s.fields]
+        if any(a is not b for a, b in zip(fields, s.fields)):
+            return S.TupleStructInfo(fields)
+    return s
+
+
 def float_digits(x: float) -> str:
     """A finite float as TVM 0.27 prints it: integral values in full with ``.0``
     (``1e20`` -> ``100000000000000000000.0``), others with 17 significant digits

@@ -28,7 +28,7 @@ from ._ops import (
     attr_print_order,
     sinfo_keyword,
 )
-from ._print_values import ValueContext, constant_text, float_text
+from ._print_values import ValueContext, constant_text, float_text, without_prim_values
 from ._vdevice import hint_device_text
 from ._walk import FunctionFacts
 
@@ -98,9 +98,10 @@ class _Printer:
             return f"R.shape([{', '.join(self.prim(v) for v in e.values)}])"
         if isinstance(e, E.PrimValue):
             v = e.value
-            if isinstance(v, P.IntImm) and v.dtype == "int64":
-                return str(v.value)
-            return f"R.prim_value({self.prim(v)})"
+            if isinstance(v, P.IntImm) and v.dtype != "int64":
+                # TVM prints a bare 3, which reads back as an int64
+                return f"R.prim_value({self.prim(v)})"
+            return self.prim(v)  # 5, n * 2, T.float32(1.5): as TVM prints them
         if isinstance(e, E.StringImm):
             return f"R.str({json.dumps(e.value)})"
         if isinstance(e, E.DataTypeImm):
@@ -194,6 +195,14 @@ class _Printer:
         return isinstance(var, E.DataflowVar) == in_dataflow
 
     @staticmethod
+    def _annotation(var_sinfo: S.StructInfo | None, value_sinfo: S.StructInfo | None) -> S.StructInfo | None:
+        """TVM's annotation: prim values left out where the variable has exactly its
+        value's struct info (the parser restores them from the value)."""
+        if var_sinfo is not None and structural_equal(var_sinfo, value_sinfo, map_free_vars=False):
+            return without_prim_values(var_sinfo)
+        return var_sinfo
+
+    @staticmethod
     def _derived_annotation(binding: E.Binding) -> bool:
         """TVM leaves out the annotation of a ``call_dps_packed`` binding whose
         variable has exactly the struct info of the call's ``out_ty``."""
@@ -213,11 +222,16 @@ class _Printer:
         name = self.define(binding.var)
         if self._derived_annotation(binding):
             return [f"{indent}{name} = {self.expr(value)}"]
-        ann = self.sinfo(binding.var.struct_info)
+        ann = self.sinfo(self._annotation(binding.var.struct_info, value.struct_info))
+        if isinstance(value, E.StringImm) and ann == "R.Any":
+            ann = "I.StringType()"  # TVM's annotation of a string (read back as R.Any)
         if isinstance(binding, E.MatchCast):
             rhs = f"R.match_cast({self.expr(value)}, {self.sinfo(binding.struct_info)})"
         elif isinstance(value, E.Tuple) and len(value.fields) >= 2:
             rhs = ", ".join(self.expr(f, as_arg=True) for f in value.fields)
+        elif isinstance(value, E.PrimValue) and isinstance(value.value, P.IntImm) and ann == f"T.{value.value.dtype}":
+            imm = value.value  # `c: T.int32 = 3`: the annotation gives the dtype
+            rhs = repr(bool(imm.value)) if imm.dtype == "bool" else str(imm.value)
         else:
             rhs = self.expr(value)
         return [f"{indent}{name}: {ann} = {rhs}"]
@@ -278,7 +292,8 @@ class _Printer:
         params = []
         for p in func.params:
             params.append(f"{self.define(p)}: {self.sinfo(p.struct_info)}")
-        ret = f" -> {self.sinfo(func.ret_struct_info)}" if func.ret_struct_info is not None else ""
+        ret_sinfo = self._annotation(func.ret_struct_info, func.body.struct_info)
+        ret = f" -> {self.sinfo(ret_sinfo)}" if ret_sinfo is not None else ""
         flags = []
         if not func.is_pure:
             flags.append("pure=False")
@@ -290,9 +305,9 @@ class _Printer:
         fattrs = {k: func.attrs[k] for k in sorted(func.attrs) if k != "private"}
         if fattrs:
             lines.append(f"{body_indent}R.func_attr({self.values.literal(fattrs)})")
-        if facts.has_global_ref:
-            lines.append(f"{body_indent}cls = Module")
         lines.extend(body_indent + d for d in declared)
+        if facts.has_global_ref:  # after the shape variables, as TVM prints it
+            lines.append(f"{body_indent}cls = Module")
         for block in func.body.blocks:
             lines.extend(self.block(block, body_indent))
         lines.append(f"{body_indent}return {self.expr(func.body.body)}")

@@ -448,7 +448,9 @@ def test_tvm_spellings_parse_to_the_same_ir():
     assert isinstance(b[3].value.op, E.ExternFunc) and dict(b[3].value.attrs) == {}
     assert b[3].value.sinfo_args == (ObjectStructInfo(),)
     assert b[4].value.attrs["dst_vdevice"] == VDevice("cuda", 0)
-    assert isinstance(b[6].value, PrimValue) and b[6].var.struct_info == PrimStructInfo("int64")
+    # TVM's `p: T.int64 = 5` leaves out the value; the variable gets it back from 5
+    assert isinstance(b[6].value, PrimValue) and b[6].var.struct_info == b[6].value.struct_info
+    assert b[6].var.struct_info.dtype == "int64" and b[6].var.struct_info.value is not None
 
 
 def test_sim_vdevices_resolve_by_kind_and_position():

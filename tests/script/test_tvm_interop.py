@@ -331,6 +331,54 @@ class Module:
         h = R.full(R.shape([2, 2]), R.const(0.1, "float32"), "float32")
         return (b, c, d, e, f, h)
 ''',
+    "leaves_tuples_packed": '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32"), s: R.Shape(ndim=2), o: R.Object, p: R.Prim("int64"), q: R.Tensor(ndim=2), b: R.Tensor((), "bool")):
+        n = T.int64()
+        cls = Module
+        ka = T.int64()
+        kb = T.int64()
+        R.func_attr({"relax.force_pure": True, "num_input": 2, "tir_var_upper_bound": {"n": 16}})
+        a = R.const(1, "int32")
+        c = R.const(True, "bool")
+        d = R.const(-2.5, "float16")
+        e = R.prim_value(T.int32(3))
+        f = R.str("hello")
+        g = R.dtype("float32")
+        h = R.shape([n * 2 + 1, T.max(n, 8), n // 2, n % 3])
+        t = (x, (s, o))
+        u = t[1][0]
+        k = R.match_cast(s, R.Shape([ka, kb]))
+        l = R.match_cast(p, R.Prim("int64"))
+        m = R.call_packed("f", x, 1, "s", ty_args=(R.Tensor((n, 4), "float32"),))
+        m2 = R.call_packed("g", ty_args=R.Object)
+        y = R.add(x, R.const(1.5, "float32"))
+        v = cls.helper(y)
+        if b:
+            r = R.exp(y)
+        else:
+            r = R.negative(y)
+        return (r, v, m)
+
+    @R.function
+    def helper(x: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n", 4), "float32"):
+        return x
+''',
+    "prim_values": '''
+@I.ir_module
+class Module:
+    @R.function(pure=False)
+    def main(x: R.Tensor(("n",), dtype="float32")):
+        n = T.int64()
+        a = R.prim_value(n * 2)
+        b = R.prim_value(T.float32(1.5))
+        c = R.prim_value(T.int32(3))
+        e = R.prim_value(T.int64(5))
+        f = R.prim_value(T.bool(True))
+        return x
+''',
     "functions_if_match_cast": '''
 @I.ir_module
 class Module:

@@ -318,3 +318,70 @@ def test_hint_no_device_names_exactly_prints_its_vdevice():
     assert line.endswith('R.hint_on_device(x, dst_vdevice=I.vdevice("sim", 0, "global"))')
     parsed = from_source(print_module(mod))
     assert parsed["main"].body.blocks[0].bindings[0].value.attrs["dst_vdevice"] == plain
+
+
+# ---------------------------------------------------------------------------
+# prim values and strings as TVM prints them
+# ---------------------------------------------------------------------------
+TVM_PRIM_VALUES = '''# from typing import TypeVar
+# from tvm.script import ir as I
+# from tvm.script import tirx as T
+# from tvm.tirx.layout import Axis
+# from tvm.script import relax as R
+
+n = TypeVar("n")
+@I.ir_module
+class Module:
+    @R.function(pure=False)
+    def main(x: R.Tensor((n,), dtype="float32")) -> R.Tensor((n,), dtype="float32"):
+        a: T.int64 = n * 2
+        b: T.float32 = T.float32(1.5)
+        c: T.int32 = 3
+        e: T.int64 = 5
+        f: T.bool = True
+        s: I.StringType() = R.str("hello")
+        k: R.Any = R.call_packed("f", a, T.float32(2.5), R.prim_value(T.int32(4)), ty_args=(R.Any,))
+        return x'''  # printed by TVM 0.27, but for `R.prim_value(T.int32(4))`, which TVM prints `4`
+
+
+def test_prim_values_print_bare_and_keep_their_values():
+    mod = from_source(TVM_PRIM_VALUES)
+    assert print_module(mod) == TVM_PRIM_VALUES
+    b = {binding.var.name_hint: binding for binding in mod["main"].body.blocks[0].bindings}
+    # `T.int64` annotations leave out the value; the variable gets it from the value
+    assert b["a"].var.struct_info == b["a"].value.struct_info
+    assert b["a"].var.struct_info.value is not None
+    assert b["c"].value.value.dtype == "int32" and b["f"].value.value.dtype == "bool"
+    assert b["s"].var.struct_info == ObjectStructInfo()
+    assert b["k"].value.args[2].value.dtype == "int32"
+    assert_structural_equal(from_source(print_module(mod)), mod)
+
+
+def test_prim_annotation_that_differs_from_the_value_is_kept():
+    mod = from_source(
+        "@I.ir_module\nclass Module:\n    @R.function\n    def main(x: R.Tensor((2,), \"float32\")):\n"
+        "        p: R.Prim(\"int64\") = R.prim_value(7)\n        q = R.prim_value(7)\n        return x\n"
+    )
+    p, q = mod["main"].body.blocks[0].bindings
+    assert p.var.struct_info == q.var.struct_info  # `R.Prim("int64")` is `T.int64`: value kept
+    text = print_module(mod)
+    assert "        p: T.int64 = 7" in text and "        q: T.int64 = 7" in text
+
+
+def test_module_reference_follows_shape_variables():
+    text = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "float32")):
+        m = T.int64()
+        cls = Module
+        y = R.match_cast(x, R.Tensor((m,), "float32"))
+        return cls.f(y)
+    @R.function
+    def f(x: R.Tensor(("k",), "float32")):
+        return x
+'''
+    lines = print_module(from_source(text)).splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("    def main("))
+    assert lines[start + 1 : start + 3] == ["        m = T.int64()", "        cls = Module"]
