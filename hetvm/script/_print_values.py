@@ -171,9 +171,10 @@ class ValueContext:
             return self.prim(value)
         if isinstance(value, S.StructInfo):
             return self.sinfo(value)
-        if isinstance(value, dict):
+        if isinstance(value, dict):  # keys sorted, as TVM prints its maps
             items = ", ".join(
-                f"{json.dumps(str(k))}: {self.literal(v, str(k))}" for k, v in value.items()
+                f"{json.dumps(str(k))}: {self.literal(value[k], str(k))}"
+                for k in sorted(value, key=str)
             )
             return "{" + items + "}"
         if isinstance(value, (list, tuple)):

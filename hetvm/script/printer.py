@@ -135,7 +135,10 @@ class _Printer:
             args.extend(self._attrs(rest, attr_print_order(name, op_info(callee).attr_names)))
             return f"R.{name}({', '.join(args)})"
         if isinstance(callee, E.ExternFunc):
-            parts = [json.dumps(callee.global_symbol), *args, *self._attrs(call.attrs, ())]
+            parts = [json.dumps(callee.global_symbol), *args]
+            if call.attrs:  # TVM names the attrs' type first; the parser ignores it
+                parts.append('attrs_type_key="ir.DictAttrs"')
+            parts.extend(self._attrs(call.attrs, ()))
             if call.sinfo_args:
                 inner = ", ".join(self.sinfo(s) for s in call.sinfo_args)
                 parts.append(f"ty_args=({inner},)")

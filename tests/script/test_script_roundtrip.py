@@ -288,7 +288,10 @@ def test_if_binding_text():
 
 def test_call_packed_and_dps_text():
     text = roundtrip(mod_memory())
-    assert 'R.call_packed("kernel:add", x, x, y, device_index=0, op_attrs={"axis": 1})' in text
+    assert (
+        'R.call_packed("kernel:add", x, x, y, attrs_type_key="ir.DictAttrs", device_index=0, '
+        'op_attrs={"axis": 1})' in text
+    )
     assert (
         'R.call_dps_packed("add", (x, y), out_ty=R.Tensor((16, 32), dtype="float32"), '
         'op_attrs={"k": [1, 2]})' in text

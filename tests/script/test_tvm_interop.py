@@ -31,13 +31,16 @@ from hetvm.ir import (
     ShapeExpr,
     TensorStructInfo,
     Tuple,
+    TupleGetItem,
     Var,
     VDevice,
     assert_structural_equal,
     const,
     prim,
 )
+from hetvm.pipeline import default_pipeline
 from hetvm.script import ParseError, from_source, print_module
+from hetvm.transform import PassContext, PassInstrument
 from hetvm.transform.device_planning import check_device_plan
 from hetvm.transform.plan_devices import PlanDevices
 
@@ -507,3 +510,36 @@ def test_tvm_metadata_constants_get_an_explanation():
 
 def test_tvm_version_is_the_reference():
     assert tvm.__version__.startswith("0.27")
+
+
+def _split_and_reshape():
+    x = Var("x", struct_info=TensorStructInfo((4, 8), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(op.exp(x))
+            parts = bb.emit(op.split(a, 2, axis=1))
+            r = bb.emit(op.reshape(TupleGetItem(parts, 0), (8, 2)))
+            out = bb.emit_output(op.multiply(r, r))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_every_pipeline_stage_prints_as_tvm_prints():
+    """Up to the target dicts of I.vdevice and to call_dps_packed's op_attrs (a hetvm
+    keyword TVM does not know, between LegalizeOps and CallTIRRewrite)."""
+    checked = []
+
+    class Compare(PassInstrument):
+        def run_after_pass(self, mod, info):
+            text = mod.script()
+            if "op_attrs=" in text and "R.call_dps_packed(" in text:
+                return
+            assert _without_targets(tvm_text(text)) == _without_targets(text), info.name
+            checked.append(info.name)
+
+    with PassContext(instruments=[Compare()]):
+        default_pipeline()(_split_and_reshape())
+    assert {"PlanDevices", "CallTIRRewrite", "StaticPlanBlockMemory", "KillAfterLastUse"} <= set(
+        checked
+    )

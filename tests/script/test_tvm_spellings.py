@@ -385,3 +385,17 @@ class Module:
     lines = print_module(from_source(text)).splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("    def main("))
     assert lines[start + 1 : start + 3] == ["        m = T.int64()", "        cls = Module"]
+
+
+def test_packed_call_attrs_and_maps_print_as_tvm():
+    x = Var("x", struct_info=TensorStructInfo((2,), F32))
+    call = op.call_packed("k", x, op_attrs={"z": 1, "a": [1, 2]}, device_index=0)
+    assert print_node(call) == (
+        'R.call_packed("k", x, attrs_type_key="ir.DictAttrs", device_index=0, '
+        'op_attrs={"a": [1, 2], "z": 1})'
+    )
+    assert print_node(op.call_packed("k", x)) == 'R.call_packed("k", x)'
+    mod = _module(lambda bb, x: x, ("x", x.struct_info))
+    mod = type(mod)(dict(mod.functions), attrs={"plan": {"version": 1, "functions": {}}})
+    assert 'I.module_attrs({"plan": {"functions": {}, "version": 1}})' in print_module(mod)
+    assert_structural_equal(from_source(print_module(mod)), mod)
