@@ -307,13 +307,14 @@ class DataflowBlock(BindingBlock):
     """A block of pure bindings; DataflowVars defined here stay here."""
 
 
-def _merge_plain_blocks(blocks: tuple[BindingBlock, ...]) -> tuple[BindingBlock, ...]:
-    """Adjacent plain blocks become one: the text form cannot tell them apart,
-    so this normal form is what keeps print -> parse an exact round trip."""
+def _merge_adjacent_blocks(blocks: tuple[BindingBlock, ...]) -> tuple[BindingBlock, ...]:
+    """Adjacent blocks of the same kind become one. The text form cannot tell two
+    plain blocks from one (and TVM merges adjacent dataflow blocks when it reads
+    them), so this normal form keeps print -> parse an exact round trip."""
     out: list[BindingBlock] = []
     for block in blocks:
-        if out and type(out[-1]) is BindingBlock and type(block) is BindingBlock:
-            out[-1] = BindingBlock(out[-1].bindings + block.bindings, span=out[-1].span)
+        if out and type(out[-1]) is type(block):
+            out[-1] = type(block)(out[-1].bindings + block.bindings, span=out[-1].span)
         else:
             out.append(block)
     return tuple(out)
@@ -326,10 +327,8 @@ class SeqExpr(Expr):
 
     def __post_init__(self) -> None:
         blocks = tuple(self.blocks)
-        if any(
-            type(a) is BindingBlock and type(b) is BindingBlock for a, b in zip(blocks, blocks[1:])
-        ):
-            blocks = _merge_plain_blocks(blocks)
+        if any(type(a) is type(b) for a, b in zip(blocks, blocks[1:])):
+            blocks = _merge_adjacent_blocks(blocks)
         object.__setattr__(self, "blocks", blocks)
         if self.struct_info is None and self.body.struct_info is not None:
             # symbolic vars this scope's match_casts define do not leave it
