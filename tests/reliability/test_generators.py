@@ -1,5 +1,6 @@
 """The generator itself: well-formed modules, every feature reached, determinism."""
 
+import pytest
 from hypothesis import given
 
 from hetvm.analysis import check_well_formed
@@ -7,7 +8,7 @@ from hetvm.ir import structural_equal
 from hetvm.testing import interpret
 from hetvm.testing.generators import GenConfig, programs
 
-from .conftest import fuzz_settings
+from .conftest import LONG, fuzz_settings
 
 DEVICES = GenConfig(devices=True, missing_kernels=True)
 
@@ -47,6 +48,7 @@ def test_generator_reaches_every_feature():
     assert set(seen) == set(marks), f"never generated: {set(marks) - set(seen)}"
 
 
+@pytest.mark.skipif(LONG, reason="the long run draws random seeds on purpose")
 def test_generation_is_deterministic():
     texts = []
     for _ in range(2):

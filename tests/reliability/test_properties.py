@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given
 
+import hetvm
 from hetvm.analysis.memory_plan import check_no_overlap
 from hetvm.errors import MemoryPlanError
 from hetvm.ir import structural_equal
@@ -115,9 +116,13 @@ def test_parameters_outputs_survive_and_calls_free_everything(prog):
     baseline = _bytes_in_use(vm)
     for _ in range(2):  # twice: the second call reuses what the first released
         out = vm["main"](*args)
-        H.compare(H.fetch(out), want, prog, "outputs read after the call")
-        for a, orig in zip(args, prog.inputs):
-            np.testing.assert_array_equal(H.fetch(a), orig)  # alive and unchanged
+        try:
+            got = H.fetch(out)
+            for a, orig in zip(args, prog.inputs):
+                np.testing.assert_array_equal(H.fetch(a), orig)  # alive and unchanged
+        except hetvm.HetvmError as err:
+            raise AssertionError(f"a parameter or output was released: {err}\n{prog!r}") from err
+        H.compare(got, want, prog, "outputs read after the call")
         del out
         gc.collect()
         assert _bytes_in_use(vm) == baseline, f"memory left after a call\n{prog!r}"
