@@ -352,8 +352,7 @@ class FunctionGen(_Drawer):
         return True  # type: ignore[return-value]
 
     def step_hint(self) -> E.Expr | None:
-        # not on values folded to constants: see test_known_bugs (PlanDevices KeyError)
-        x = self.pick(where=lambda v: v not in self.folded)
+        x = self.pick()
         if x is None:
             return None
         vdev = self.draw_choice(self.m.vdevices)
@@ -362,7 +361,7 @@ class FunctionGen(_Drawer):
         return R.hint_on_device(x, R.device("cpu" if vdev.is_host else vdev.kind, vdev.vdevice_id))
 
     def step_to_vdevice(self) -> E.Expr | None:
-        x = self.pick(where=lambda v: v not in self.folded)  # as step_hint
+        x = self.pick()
         if x is None:
             return None
         return R.to_vdevice(x, self.draw_choice(self.m.vdevices))
@@ -412,7 +411,8 @@ class FunctionGen(_Drawer):
         result: E.Expr = self.draw_choice(same)
         if self.draw_bool(0.7):
             ctor = R.logical_not if dtype == "bool" else self.draw_choice([R.negative, R.abs])
-            # bound, not left as the branch's body: see test_known_bugs (non-leaf If body)
+            # bound: a call left as a branch body prints as a binding, so it would not
+            # re-parse to the same IR (test_regressions covers building that form)
             result = self.bb.emit(ctor(result))
         seq = self.bb.end_scope(result)
         self.pool, self.tuples = saved_pool, saved_tuples

@@ -17,67 +17,6 @@ from hetvm.script import from_source
 
 @pytest.mark.xfail(
     strict=True,
-    reason="transform: PlanDevices' check fails ('the block result has a tensor without a "
-    "vdevice') on an If whose branch body is a call, not a variable; check_well_formed "
-    "accepts it (hetvm/transform/device_planning/, or Normalize should bind the body)",
-)
-def test_if_branch_body_that_is_a_call():
-    c = ir.Var("c", struct_info=S.TensorStructInfo((), "bool"))
-    bb = ir.BlockBuilder()
-    with bb.function("main", [c]):
-        bb.begin_scope()
-        tb = bb.end_scope(R.logical_not(c))
-        bb.begin_scope()
-        fb = bb.end_scope(R.logical_not(c))
-        bb.emit_func_output(bb.emit(ir.If(c, tb, fb)))
-    vm = hetvm.VirtualMachine(hetvm.build(bb.get()))
-    assert not bool(vm["main"](np.array(True)).numpy())
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=KeyError,
-    reason="transform: PlanDevices raises KeyError: -1 on hint_on_device of a value "
-    "FoldConstant turned into a constant (hetvm/transform/device_planning/rewrite.py, ref)",
-)
-def test_hint_on_device_of_a_folded_constant():
-    src = '''
-@I.ir_module
-class Module:
-    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global")]})
-    @R.function
-    def main(x: R.Tensor((), dtype="float32")) -> R.Tensor((), dtype="float32"):
-        lv: R.Tensor((), dtype="float32") = R.zeros(R.shape([]), dtype="float32")
-        lv1 = R.hint_on_device(lv, R.device("sim", 0))
-        return lv1
-'''
-    hetvm.build(from_source(src))
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="analysis: check_no_overlap raises 'carved from storage with an unbounded symbolic "
-    "size' for a dynamically sized storage holding one tensor at offset 0, which cannot "
-    "overlap anything (hetvm/analysis/memory_plan.py)",
-)
-def test_no_overlap_check_accepts_unbounded_dynamic_storage():
-    from hetvm.analysis.memory_plan import check_no_overlap
-    from hetvm.pipeline import lower
-
-    src = '''
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor(("n",), dtype="float32")) -> R.Tensor(("n",), dtype="float32"):
-        lv = R.exp(x)
-        lv1 = R.tanh(lv)
-        return lv1
-'''
-    check_no_overlap(lower(from_source(src)))
-
-
-@pytest.mark.xfail(
-    strict=True,
     raises=TypeError,
     reason="kernels: erf (and nn.gelu through it) on a 0-d tensor: numpy ufuncs with out= "
     "reject a 0-d temporary ('return arrays must be of ArrayType') (hetvm/kernels/common.py, erf)",

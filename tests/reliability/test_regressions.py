@@ -125,3 +125,46 @@ class Module:
     vm = hetvm.VirtualMachine(hetvm.build(from_source(src)))
     x = np.array([0.0, 1.0], "float32")
     np.testing.assert_allclose(vm["main"](x).numpy(), np.exp(x), rtol=1e-6)
+
+
+def test_if_branch_body_that_is_a_call():
+    c = ir.Var("c", struct_info=S.TensorStructInfo((), "bool"))
+    bb = ir.BlockBuilder()
+    with bb.function("main", [c]):
+        bb.begin_scope()
+        tb = bb.end_scope(R.logical_not(c))
+        bb.begin_scope()
+        fb = bb.end_scope(R.logical_not(c))
+        bb.emit_func_output(bb.emit(ir.If(c, tb, fb)))
+    vm = hetvm.VirtualMachine(hetvm.build(bb.get()))
+    assert not bool(vm["main"](np.array(True)).numpy())
+
+
+def test_hint_on_device_of_a_folded_constant():
+    src = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global")]})
+    @R.function
+    def main(x: R.Tensor((), dtype="float32")) -> R.Tensor((), dtype="float32"):
+        lv: R.Tensor((), dtype="float32") = R.zeros(R.shape([]), dtype="float32")
+        lv1 = R.hint_on_device(lv, R.device("sim", 0))
+        return lv1
+'''
+    hetvm.build(from_source(src))
+
+
+def test_no_overlap_check_accepts_unbounded_dynamic_storage():
+    from hetvm.analysis.memory_plan import check_no_overlap
+    from hetvm.pipeline import lower
+
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), dtype="float32")) -> R.Tensor(("n",), dtype="float32"):
+        lv = R.exp(x)
+        lv1 = R.tanh(lv)
+        return lv1
+'''
+    check_no_overlap(lower(from_source(src)))
