@@ -139,3 +139,19 @@ def _leaky_relu(ctx: ConvertContext, node: NodeView) -> Any:
 def _gelu(ctx: ConvertContext, node: NodeView) -> Any:
     approx = node.attr("approximate", "none")
     return ctx.call("nn.gelu_tanh" if approx == "tanh" else "nn.gelu", ctx.tensor(0, "X"))
+
+
+@converter("CastLike", since=15)
+def _cast_like(ctx: ConvertContext, node: NodeView) -> Any:
+    """Cast to the dtype of the second input (only its dtype is read)."""
+    x = ctx.tensor(0, "input")
+    dtype = ctx.dtype(node.input(1))
+    if ctx.dtype(x) == dtype:
+        return x
+    return ctx.call("astype", x, dtype)
+
+
+@converter("Xor", since=7)
+def _xor(ctx: ConvertContext, node: NodeView) -> Any:
+    """Logical xor of two bool tensors is their inequality."""
+    return ctx.call("not_equal", ctx.tensor(0, "A"), ctx.tensor(1, "B"))

@@ -200,13 +200,13 @@ def _batch_norm(ctx: ConvertContext, node: NodeView) -> Any:
 
 @converter("LayerNormalization", since=17)
 def _layer_norm(ctx: ConvertContext, node: NodeView) -> Any:
-    if node.num_outputs > 1:
-        raise ctx.error("the Mean and InvStdDev outputs are not supported")
     x = ctx.tensor(0, "X")
     rank = ctx.rank(x)
     axis = normalize_axis(ctx, int(node.attr("axis", -1)), rank)
     axes = list(range(axis, rank))
     gamma = ctx.tensor(1, "Scale")
+    if node.num_outputs > 1:
+        return _layer_norm_with_stats(ctx, node, x, axes, gamma)
     if node.input(2) is not None:
         beta = ctx.tensor(2, "B")
     else:
@@ -217,6 +217,23 @@ def _layer_norm(ctx: ConvertContext, node: NodeView) -> Any:
         else:
             beta = ctx.const(np.zeros(static, dtype=ctx.dtype(gamma)))
     return ctx.call("nn.layer_norm", x, gamma, beta, axes, epsilon=float(node.attr("epsilon", 1e-5)))
+
+
+def _layer_norm_with_stats(
+    ctx: ConvertContext, node: NodeView, x: E.Expr, axes: list[int], gamma: E.Expr
+) -> list[Any]:
+    """LayerNormalization with its Mean and InvStdDev outputs, composed (nn.layer_norm
+    returns only the normalised tensor): mean, centred square mean, rsqrt."""
+    dtype = ctx.dtype(x)
+    eps = ctx.const(float(node.attr("epsilon", 1e-5)), dtype)
+    mu = ctx.call("mean", x, axes, keepdims=True)
+    d = ctx.call("subtract", x, mu)
+    var = ctx.call("mean", ctx.call("multiply", d, d), axes, keepdims=True)
+    inv = ctx.call("rsqrt", ctx.call("add", var, eps))
+    y = ctx.call("multiply", ctx.call("multiply", d, inv), gamma)
+    if node.input(2) is not None:
+        y = ctx.call("add", y, ctx.tensor(2, "B"))
+    return [y, mu, inv][: node.num_outputs]
 
 
 @converter("LRN")

@@ -1,4 +1,5 @@
-"""Reductions: ReduceMean/Sum/Max/Min/Prod, ArgMax/ArgMin.
+"""Reductions: ReduceMean/Sum/Max/Min/Prod, ArgMax/ArgMin, and the composed
+ReduceL1/L2/LogSum/LogSumExp/SumSquare.
 
 The axes moved from an attribute to an input in opset 13 (ReduceSum) and 18
 (the others); both forms are read.
@@ -20,22 +21,63 @@ _REDUCE = {
 }
 
 
-@converter(*_REDUCE)
-def _reduce(ctx: ConvertContext, node: NodeView) -> Any:
-    x = ctx.tensor(0, "data")
+def _axes(ctx: ConvertContext, node: NodeView, x: Any) -> tuple[list[int] | None, bool]:
+    """(sorted axes or None for all, noop): the reduction's axes, attribute or input."""
     input_since = 13 if node.op_type == "ReduceSum" else 18
     if node.opset >= input_since:
         axes = ctx.ints(node.input(1), "axes")
     else:
         axes = node.attr("axes")
-    keepdims = bool(node.attr("keepdims", 1))
     if not axes:
-        if node.attr("noop_with_empty_axes", 0):
-            return x
-        axes_arg = None
-    else:
-        axes_arg = sorted(normalize_axes(ctx, [int(a) for a in axes], ctx.rank(x)))
-    return ctx.call(_REDUCE[node.op_type], x, axes_arg, keepdims=keepdims)
+        return None, bool(node.attr("noop_with_empty_axes", 0))
+    return sorted(normalize_axes(ctx, [int(a) for a in axes], ctx.rank(x))), False
+
+
+@converter(*_REDUCE)
+def _reduce(ctx: ConvertContext, node: NodeView) -> Any:
+    x = ctx.tensor(0, "data")
+    axes, noop = _axes(ctx, node, x)
+    if noop:
+        return x
+    return ctx.call(_REDUCE[node.op_type], x, axes, keepdims=bool(node.attr("keepdims", 1)))
+
+
+@converter("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
+def _reduce_composed(ctx: ConvertContext, node: NodeView) -> Any:
+    """sum(|x|), sqrt(sum(x*x)), log(sum(x)), log(sum(exp(x - m))) + m with m the
+    max (no overflow), sum(x*x)."""
+    x = ctx.tensor(0, "data")
+    axes, noop = _axes(ctx, node, x)
+    keepdims = bool(node.attr("keepdims", 1))
+    op = node.op_type
+    if noop:  # the reduction of each single element
+        if op == "ReduceL1":
+            return ctx.call("abs", x)
+        if op == "ReduceL2":
+            return ctx.call("abs", x)
+        if op == "ReduceSumSquare":
+            return ctx.call("multiply", x, x)
+        if op == "ReduceLogSum":
+            return ctx.call("log", x)
+        return x
+    if op == "ReduceLogSumExp":
+        rank = ctx.rank(x)
+        m = ctx.call("max", x, axes, keepdims=True)
+        s = ctx.call("sum", ctx.call("exp", ctx.call("subtract", x, m)), axes, keepdims=True)
+        y = ctx.call("add", ctx.call("log", s), m)
+        if not keepdims:
+            y = ctx.call("squeeze", y, axes if axes is not None else list(range(rank)))
+        return y
+    if op == "ReduceL1":
+        x = ctx.call("abs", x)
+    elif op in ("ReduceL2", "ReduceSumSquare"):
+        x = ctx.call("multiply", x, x)
+    y = ctx.call("sum", x, axes, keepdims=keepdims)
+    if op == "ReduceL2":
+        y = ctx.call("sqrt", y)
+    elif op == "ReduceLogSum":
+        y = ctx.call("log", y)
+    return y
 
 
 @converter("ArgMax", "ArgMin")
