@@ -16,6 +16,7 @@ from . import expr as E
 from . import struct_info as S
 from .module import IRModule
 from .op_registry import infer_call
+from .vdevice import VDevice
 
 
 class NameTable:
@@ -154,7 +155,7 @@ class BlockBuilder:
 
     def emit(self, expr: E.Expr, name_hint: str = "") -> E.Var:
         """Binds ``expr`` (normalised) to a fresh variable and returns it."""
-        value = self.normalize(self._flatten_args(expr))
+        value = self.normalize(self._declared_device(self._flatten_args(expr)))
         assert value.struct_info is not None
         dataflow = self._frame.is_dataflow
         var = self._new_var(name_hint or "lv", value.struct_info, dataflow)
@@ -165,7 +166,7 @@ class BlockBuilder:
         """Inside a dataflow block: binds a value visible after the block."""
         if not self._frame.is_dataflow:
             raise WellFormedError("emit_output is only valid inside a dataflow() scope")
-        value = self.normalize(self._flatten_args(expr))
+        value = self.normalize(self._declared_device(self._flatten_args(expr)))
         assert value.struct_info is not None
         var = self._new_var(name_hint or "gv", value.struct_info, dataflow=False)
         self._frame.bindings.append(E.VarBinding(var, value, span=value.span))
@@ -268,6 +269,27 @@ class BlockBuilder:
         if isinstance(arg, (E.Function, E.SeqExpr)):
             return arg
         return self.emit(arg)
+
+    def _declared_device(self, expr: E.Expr) -> E.Expr:
+        """``hint_on_device(x, R.device("cpu", 0))`` names the module's declared
+        vdevice of that runtime kind, id and scope (``llvm:0``), as the parser reads it."""
+        if not (isinstance(expr, E.Call) and isinstance(expr.op, E.Op)):
+            return expr
+        if expr.op.name not in ("hint_on_device", "to_vdevice"):
+            return expr
+        vdev = expr.attrs.get("dst_vdevice")
+        declared = self._mod.vdevices
+        if not isinstance(vdev, VDevice) or not declared or vdev in declared:
+            return expr
+        for known in declared:
+            if (known.kind, known.vdevice_id, known.memory_scope) == (
+                vdev.kind,
+                vdev.vdevice_id,
+                vdev.memory_scope,
+            ):
+                attrs = E.Attrs({**expr.attrs, "dst_vdevice": known})
+                return E.replace(expr, attrs=attrs, struct_info=None)
+        return expr
 
     def normalize(self, expr: E.Expr) -> E.Expr:
         """Fills in missing struct info, recursively; does not bind anything."""

@@ -48,7 +48,8 @@ def erf(xp: Any, x: Any, out: Any = None) -> Any:
     dt = xp.float64 if x.dtype == xp.float64 else xp.float32
     direct = out is not None and out.dtype == dt and out.shape == x.shape and out is not x
     y = out if direct else xp.empty(x.shape, dt)
-    a = xp.abs(x.astype(dt, copy=False))
+    a = xp.array(x, dtype=dt)  # a fresh array even when 0-d (0-d arithmetic gives scalars)
+    xp.abs(a, out=a)
     xp.multiply(a, _P, out=y)  # y = t = 1 / (1 + p|x|)
     y += 1.0
     xp.reciprocal(y, out=y)

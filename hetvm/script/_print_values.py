@@ -102,6 +102,12 @@ class ValueContext:
 
     def vdevice_in_sinfo(self, vdev: VDevice) -> str:
         ref = self.vdevice_ref(vdev)
+        if ref is None:  # the declared vdevice of the same runtime kind and id (cpu -> llvm)
+            from ._vdevice import resolve_device
+
+            declared = resolve_device(vdev, self.vdevices)
+            if declared.memory_scope == vdev.memory_scope:
+                ref = self.vdevice_ref(declared)
         if ref is None:  # not declared in the module: spell it out by id
             ref = f"{vdev.target}:{vdev.vdevice_id}:{vdev.memory_scope}"
         return json.dumps(ref)

@@ -122,8 +122,9 @@ class _ModuleGen(_Drawer):
     def __init__(self, draw: Callable, config: GenConfig) -> None:
         super().__init__(draw, config)
         self.rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-        self.bb = BlockBuilder()
         self.vdevices = list(VDEVICES) if config.devices else []
+        # declared up front, so R.device("cpu", 0) names the declared host vdevice
+        self.bb = BlockBuilder(IRModule(global_infos={"vdevice": list(self.vdevices)}) if self.vdevices else None)
         self.helpers: list[tuple[str, list[S.StructInfo]]] = []
         # main's symbolic vars: var -> (bound or None, value)
         self.sym: dict[P.PrimVar, tuple[int | None, int]] = {}
@@ -356,8 +357,6 @@ class FunctionGen(_Drawer):
         if x is None:
             return None
         vdev = self.draw_choice(self.m.vdevices)
-        if vdev.is_host:  # R.device("cpu") does not re-parse: see test_known_bugs
-            return R.hint_on_device(x, vdev)
         return R.hint_on_device(x, R.device("cpu" if vdev.is_host else vdev.kind, vdev.vdevice_id))
 
     def step_to_vdevice(self) -> E.Expr | None:

@@ -29,25 +29,7 @@ def build(prog: GeneratedProgram, **kwargs: Any) -> Any:
     import hetvm
 
     prog.runtime_devices()  # configure the sims before anything looks at them
-    try:
-        return hetvm.build(prog.mod, **build_options(prog), **kwargs)
-    except KeyError as err:
-        if not _raised_in(err, "device_planning"):
-            raise
-        # PlanDevices' KeyError on folded constants (tests/reliability/test_known_bugs.py):
-        # a known bug, so the program is dropped rather than reported again
-        from hypothesis import reject
-
-        reject()
-
-
-def _raised_in(err: BaseException, part: str) -> bool:
-    tb = err.__traceback__
-    while tb is not None:
-        if part in tb.tb_frame.f_code.co_filename:
-            return True
-        tb = tb.tb_next
-    return False
+    return hetvm.build(prog.mod, **build_options(prog), **kwargs)
 
 
 def make_vm(prog: GeneratedProgram, exe: Any, **kwargs: Any) -> Any:

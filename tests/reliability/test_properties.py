@@ -15,7 +15,7 @@ import gc
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import given
 
 import hetvm
 from hetvm.analysis.memory_plan import check_no_overlap
@@ -149,26 +149,11 @@ def _has_if(mod) -> bool:
     return any(" if " in line or line.lstrip().startswith("if ") for line in mod.script().splitlines())
 
 
-def _constant_call_argument(mod) -> bool:
-    from hetvm.ir import Call, Constant, GlobalVar, post_order_visit
-
-    found = []
-
-    def visit(e) -> None:
-        if isinstance(e, Call) and isinstance(e.op, GlobalVar):
-            found.extend(a for a in e.args if isinstance(a, Constant))
-
-    for func in mod.functions.values():
-        post_order_visit(func, visit)
-    return bool(found)
-
-
 @fuzz_settings(30)
 @given(programs(DEVICES))
 def test_measured_peak_equals_prediction(prog):
     """Equal without control flow; with an If the prediction covers the worse
     branch, so the measured peak is at most the prediction."""
-    assume(not (prog.mod.vdevices and _constant_call_argument(prog.mod)))  # test_known_bugs
     exe = H.build(prog)
     plan = exe.memory_plan().get("main")
     if plan is None:

@@ -168,3 +168,42 @@ class Module:
         return lv1
 '''
     check_no_overlap(lower(from_source(src)))
+
+
+def test_erf_and_gelu_of_a_scalar_tensor():
+    """kernels: erf on a 0-d tensor used ufuncs with out= on NumPy scalars
+    ('return arrays must be of ArrayType'), and nn.gelu through it."""
+    from hetvm.transform.fold_constant import evaluate_op
+
+    one = np.ones((), "float32")
+    out = evaluate_op("erf", {}, [one], S.TensorStructInfo((), "float32"))
+    np.testing.assert_allclose(out, 0.8427008, rtol=1e-6)
+    out = evaluate_op("nn.gelu", {}, [one], S.TensorStructInfo((), "float32"))
+    np.testing.assert_allclose(out, 0.8413447, rtol=1e-6)
+
+
+def test_peak_with_a_constant_argument_on_a_device():
+    """A constant argument of a call whose parameter PlanDevices puts on a sim was
+    copied there by VM codegen outside the memory plan; PlanDevices now emits the
+    copy (to_vdevice), so the measured peak equals the prediction."""
+    exe = hetvm.build(from_source(DEVICE_CONSTANT_ARGUMENT))
+    vm = hetvm.VirtualMachine(exe)
+    x = hetvm.nd.array(np.ones(1, "float32"), vm.exe_devices[exe.functions["main"].param_info[0]["device"] or 0])
+    vm["main"](x)
+    for index, facts in exe.memory_plan()["main"].items():
+        assert vm.memory_report()[str(vm.exe_devices[index])]["peak_bytes"] == facts["predicted_peak_bytes"]
+
+
+def test_round_trip_of_a_cpu_hint():
+    """hint_on_device(x, R.device("cpu", 0)) in a module declaring the host as
+    llvm gave struct info 'cpu:0:global', which did not re-parse; the builder
+    now names the declared vdevice, as the parser does."""
+    from hetvm.ir import IRModule, VDevice, structural_equal
+
+    x = ir.Var("x", struct_info=S.TensorStructInfo((2,), "float32"))
+    bb = ir.BlockBuilder(IRModule(global_infos={"vdevice": [VDevice("llvm", 0), VDevice("sim", 0)]}))
+    with bb.function("main", [x]):
+        lv = bb.emit(R.hint_on_device(x, R.device("cpu", 0)))
+        bb.emit_func_output(bb.emit(R.exp(lv)))
+    mod = bb.get()
+    assert structural_equal(from_source(mod.script()), mod)

@@ -7,8 +7,11 @@ the end-so-far of the block that defines the value, so it comes before every
 consumer (in that block, a later one or a nested branch). Hints disappear;
 explicit ``to_vdevice`` calls become these copies too (named after their
 variable), so an explicit copy to the device its input already lives on goes
-away. Constants need no copy: the runtime materialises them on the reading
-device, so a constant read on two devices simply appears with two vdevices.
+away. A constant read by an op needs no copy: the runtime materialises it on
+the op's device, so a constant read on two devices simply appears with two
+vdevices. Anywhere else (a call argument, a returned or aliased value) a
+constant wanted on a non-host device is copied there with ``R.to_vdevice``, so
+the copy lands in planned memory rather than in one the VM makes on the side.
 """
 
 from __future__ import annotations
@@ -152,6 +155,21 @@ class Rewriter:
             self.consts[key] = E.Constant(c.data, struct_info=c.struct_info.with_vdevice(self.vdev(dst)), span=c.span)
         return self.consts[key]
 
+    def const_value(self, c: E.Constant, dst: DeviceKey | None, op_operand: bool) -> E.Expr:
+        """``c`` on ``dst``; outside an op's operands, a device other than the host
+        gets a real copy (bound here) that the memory planner sees."""
+        if op_operand or dst is None or not isinstance(c.struct_info, S.TensorStructInfo):
+            return self.const_on(c, dst)
+        vdev = self.vdev(dst)
+        if vdev.is_host:
+            return self.const_on(c, dst)
+        src = self.const_on(c, device_key(self.table.host))
+        sinfo = c.struct_info.with_vdevice(vdev)
+        copy = E.Var(self.fresh_name(f"const_{dst[0]}{dst[1]}"), struct_info=sinfo)
+        call = E.Call(get_op("to_vdevice"), (src,), E.Attrs({"dst_vdevice": vdev}), struct_info=sinfo, span=c.span)
+        self.cur.append(E.VarBinding(copy, call, span=c.span))
+        return copy
+
     # -- expressions -------------------------------------------------------------
     def satisfied(self, tree: Tree, want: Want, path: tuple[int, ...]) -> bool:
         if tree is None or tree == CONST:
@@ -179,20 +197,24 @@ class Rewriter:
             for i, t in enumerate(tree)
         ))
 
-    def rebuild(self, expr: E.Expr, want: Want, path: tuple[int, ...] = ()) -> E.Expr:
-        """``expr`` (old IR) with every tensor leaf on the device ``want`` names."""
+    def rebuild(self, expr: E.Expr, want: Want, path: tuple[int, ...] = (), op_operand: bool = False) -> E.Expr:
+        """``expr`` (old IR) with every tensor leaf on the device ``want`` names
+        (``op_operand``: ``expr`` is an operand of an op, which reads constants
+        wherever it runs)."""
         if isinstance(expr, E.Constant):
-            return self.const_on(expr, want(path))
+            return self.const_value(expr, want(path), op_operand)
         if isinstance(expr, E.Var):
             if expr in self.const_of:
-                return self.const_on(self.const_of[expr], want(path) or device_key(self.table.default))
+                dst = want(path) or device_key(self.table.default)
+                return self.const_value(self.const_of[expr], dst, op_operand)
             tree = self.col.env.get(expr)
             new = self.new_var.get(expr, expr)
             return self.rebuild_tree(new, tree, want, path, expr.name_hint)
         if isinstance(expr, E.Tuple):
-            return E.Tuple(tuple(self.rebuild(f, want, path + (i,)) for i, f in enumerate(expr.fields)), span=expr.span)
+            fields = tuple(self.rebuild(f, want, path + (i,), op_operand) for i, f in enumerate(expr.fields))
+            return E.Tuple(fields, span=expr.span)
         if isinstance(expr, E.TupleGetItem):
-            base = self.rebuild(expr.tuple_value, lambda _p: None)
+            base = self.rebuild(expr.tuple_value, lambda _p: None, op_operand=True)
             tree = self.col.tree_of(expr)
             return self.rebuild_tree(E.TupleGetItem(base, expr.index, span=expr.span), tree, want, path, "item")
         return expr
@@ -332,7 +354,11 @@ class Rewriter:
         dom = self.col.op_domain.get(b)
         dev = self.pl.domain_device(dom) if dom is not None else None
         want = self.everywhere(dev)
-        args = tuple(self.rebuild(a, want) if not isinstance(a, (E.ExternFunc, E.GlobalVar, E.Op)) else a for a in call.args)
+        is_op = isinstance(op, E.Op)
+        args = tuple(
+            self.rebuild(a, want, op_operand=is_op) if not isinstance(a, (E.ExternFunc, E.GlobalVar, E.Op)) else a
+            for a in call.args
+        )
         sinfo_args = call.sinfo_args
         if isinstance(op, E.Op) and op.name == "call_dps_packed" and sinfo_args and dev is not None:
             sinfo_args = (self.with_devices(sinfo_args[0], _broadcast(sinfo_args[0], dev)),) + sinfo_args[1:]
