@@ -5,6 +5,7 @@ calling convention).
 """
 
 from . import conv, elementwise, manipulate, nn, pool  # noqa: F401  (register kernels)
+from . import extra as _extra  # noqa: F401  (kernels of hetvm.op.extra)
 from .registry import bind_kernel, get_kernel, has_kernel, kernel_ops, register_kernel
 
 __all__ = ["register_kernel", "get_kernel", "has_kernel", "kernel_ops", "bind_kernel"]

@@ -108,6 +108,7 @@ from .datatype import astype, where
 from .device import device, hint_on_device, to_vdevice
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import clip  # noqa: F401
+from .extra import *  # noqa: F401,F403  (tan ... einsum: see hetvm/op/extra.py)
 from .index import strided_slice, take
 from .linalg import matmul
 from .manipulate import (

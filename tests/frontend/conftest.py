@@ -21,6 +21,7 @@ _NP_TO_ONNX = {
     "float64": TensorProto.DOUBLE,
     "int64": TensorProto.INT64,
     "int32": TensorProto.INT32,
+    "uint8": TensorProto.UINT8,
     "bool": TensorProto.BOOL,
 }
 

@@ -95,6 +95,15 @@ def _samples():
     ]  # fmt: skip
     unary = [u for u in op.elementwise.UNARY_MATH if u != "logical_not"]
     calls += [getattr(op, name)(x) for name in unary]
+    # hetvm/op/extra.py
+    ints = tensor((n, 4), "int32", name="k")
+    calls += [getattr(op, name)(x) for name in op.extra.FLOAT_UNARY + op.extra.FLOAT_CLASS]
+    calls += [getattr(op, name)(ints, ints) for name in op.extra.INT_BINARY + op.extra.BITWISE_BINARY]
+    calls += [
+        op.bitwise_not(ints), op.cumsum(x), op.cumsum(ints, 1, "int64", True), op.cumprod(x, -1),
+        op.gather_elements(x, tensor((2, 4), "int64", name="g"), 0),
+        op.einsum([x, y], "ij,jk->ik"), op.einsum((x,), "...->..."),
+    ]  # fmt: skip
     return calls
 
 

@@ -155,3 +155,52 @@ def _cast_like(ctx: ConvertContext, node: NodeView) -> Any:
 def _xor(ctx: ConvertContext, node: NodeView) -> Any:
     """Logical xor of two bool tensors is their inequality."""
     return ctx.call("not_equal", ctx.tensor(0, "A"), ctx.tensor(1, "B"))
+
+
+_UNARY_EXTRA = {
+    "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan", "Sinh": "sinh",
+    "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh", "IsNaN": "isnan",
+    "BitwiseNot": "bitwise_not",
+}  # fmt: skip
+
+
+@converter(*_UNARY_EXTRA)
+def _unary_extra(ctx: ConvertContext, node: NodeView) -> Any:
+    return ctx.call(_UNARY_EXTRA[node.op_type], ctx.tensor(0, "X"))
+
+
+@converter("IsInf", since=10)
+def _isinf(ctx: ConvertContext, node: NodeView) -> Any:
+    x = ctx.tensor(0, "X")
+    pos, neg = int(node.attr("detect_positive", 1)), int(node.attr("detect_negative", 1))
+    inf = ctx.call("isinf", x)
+    if pos and neg:
+        return inf
+    if not pos and not neg:
+        return ctx.call("logical_and", inf, ctx.const(False))
+    side = ctx.call("greater" if pos else "less", x, ctx.const(0, ctx.dtype(x)))
+    return ctx.call("logical_and", inf, side)
+
+
+@converter("Mod", since=10)
+def _mod(ctx: ConvertContext, node: NodeView) -> Any:
+    """fmod=1: C fmod (the dividend's sign) -> mod; fmod=0: the divisor's sign -> floor_mod."""
+    fn = "mod" if int(node.attr("fmod", 0)) else "floor_mod"
+    return ctx.call(fn, ctx.tensor(0, "A"), ctx.tensor(1, "B"))
+
+
+_BITWISE = {"BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor"}
+
+
+@converter(*_BITWISE, since=18)
+def _bitwise(ctx: ConvertContext, node: NodeView) -> Any:
+    return ctx.call(_BITWISE[node.op_type], ctx.tensor(0, "A"), ctx.tensor(1, "B"))
+
+
+@converter("BitShift", since=11)
+def _bitshift(ctx: ConvertContext, node: NodeView) -> Any:
+    direction = node.attr("direction")
+    if direction not in ("LEFT", "RIGHT"):
+        raise ctx.error(f"direction must be LEFT or RIGHT, got {direction!r}")
+    fn = "left_shift" if direction == "LEFT" else "right_shift"
+    return ctx.call(fn, ctx.tensor(0, "X"), ctx.tensor(1, "Y"))

@@ -104,3 +104,10 @@ def _eye_like(ctx: ConvertContext, node: NodeView) -> Any:
     to = node.attr("dtype")
     dtype = dtype_of(int(to)) if to is not None else ctx.dtype(x)
     return np.eye(static[0], static[1], k=int(node.attr("k", 0)), dtype=dtype)
+
+
+@converter("GatherElements", since=11)
+def _gather_elements(ctx: ConvertContext, node: NodeView) -> Any:
+    data = ctx.tensor(0, "data")
+    axis = int(node.attr("axis", 0))
+    return ctx.call("gather_elements", data, ctx.tensor(1, "indices"), axis)

@@ -358,3 +358,12 @@ def _gemm(ctx: ConvertContext, node: NodeView) -> Any:
                 c = ctx.call("multiply", c, ctx.const(beta, dtype))
         y = ctx.call("add", y, c)
     return y
+
+
+@converter("Einsum", since=12)
+def _einsum(ctx: ConvertContext, node: NodeView) -> Any:
+    equation = node.attr("equation")
+    if isinstance(equation, bytes):
+        equation = equation.decode()
+    operands = [ctx.tensor(i, "Inputs") for i, v in enumerate(node.inputs) if v is not None]
+    return ctx.call("einsum", operands, str(equation).replace(" ", ""))

@@ -88,3 +88,25 @@ def _arg(ctx: ConvertContext, node: NodeView) -> Any:
     axis = normalize_axis(ctx, int(node.attr("axis", 0)), ctx.rank(x))
     fn = "argmax" if node.op_type == "ArgMax" else "argmin"
     return ctx.call(fn, x, axis, keepdims=bool(node.attr("keepdims", 1)))
+
+
+@converter("CumSum", "CumProd", since=11)
+def _cumulative(ctx: ConvertContext, node: NodeView) -> Any:
+    """cumsum/cumprod along the constant ``axis`` input; ``reverse`` scans a reversed
+    view (strided_slice with stride -1 before and after), ``exclusive`` maps to the
+    op's attr."""
+    x = ctx.tensor(0, "x")
+    axis_in = ctx.ints(node.input(1), "axis")
+    if not axis_in or len(axis_in) != 1:
+        raise ctx.error(f"axis must be one integer, got {axis_in}")
+    axis = normalize_axis(ctx, axis_in[0], ctx.rank(x))
+    reverse = bool(node.attr("reverse", 0))
+    fn = "cumsum" if node.op_type == "CumSum" else "cumprod"
+
+    def flip(v: Any) -> Any:
+        return ctx.call("strided_slice", v, [axis], [-1], [-(2**31)], [-1])
+
+    if reverse:
+        x = flip(x)
+    y = ctx.call(fn, x, axis, exclusive=bool(node.attr("exclusive", 0)))
+    return flip(y) if reverse else y
