@@ -1,9 +1,9 @@
 """``hetvm.build``: the default compilation pipeline, from IRModule to executable.
 
 Order matters and each step is a named pass (see ``default_pipeline``):
-Normalize → FoldConstant → PlanDevices → LegalizeOps → ToNonDataflow →
-CallTIRRewrite → StaticPlanBlockMemory → LowerAllocTensor → KillAfterLastUse,
-then VM codegen (or graph-executor codegen).
+Normalize → FoldConstant → FoldScaleAxis → PlanDevices → LegalizeOps →
+ToNonDataflow → CallTIRRewrite → StaticPlanBlockMemory → LowerAllocTensor →
+KillAfterLastUse, then VM codegen (or graph-executor codegen).
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ def default_pipeline(
     """The passes ``hetvm.build`` runs, as one Sequential (codegen excluded)."""
     passes: list[Pass | None] = [Normalize()]
     passes.append(_optional_pass("hetvm.transform.fold_constant", "FoldConstant"))
+    passes.append(_optional_pass("hetvm.transform.fold_scale_axis", "FoldScaleAxis"))
     passes.append(
         _optional_pass(
             "hetvm.transform.plan_devices",

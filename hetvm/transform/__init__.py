@@ -7,6 +7,7 @@ from .call_tir_rewrite import CallTIRRewrite
 from .canonicalize_bindings import CanonicalizeBindings
 from .dead_code_elimination import DeadCodeElimination
 from .fold_constant import FoldConstant
+from .fold_scale_axis import FoldScaleAxis
 from .kill_after_last_use import KillAfterLastUse
 from .legalize_ops import LegalizeOps
 from .lower_alloc_tensor import LowerAllocTensor
@@ -34,6 +35,7 @@ __all__ = [
     "CanonicalizeBindings",
     "DeadCodeElimination",
     "FoldConstant",
+    "FoldScaleAxis",
     "KillAfterLastUse",
     "LegalizeOps",
     "LowerAllocTensor",
