@@ -70,6 +70,24 @@ CASES = {
     "SpaceToDepth": case("SpaceToDepth", {"x": ("float32", [1, 2, 4, 6])}, {"x": f32(1, 2, 4, 6)},
                          blocksize=2),
     "EyeLike": case("EyeLike", {"x": ("float32", [3, 4])}, {"x": f32(3, 4)}, k=1),
+    "ArgMax-last": case("ArgMax", {"x": ("int64", [3, 4])}, {"x": RNG.integers(0, 2, (3, 4))},
+                        outputs={"y": "int64"}, axis=1, select_last_index=1),
+    "ArgMin-last-nokeep": case("ArgMin", {"x": ("int64", [3, 4])}, {"x": RNG.integers(0, 2, (3, 4))},
+                               outputs={"y": "int64"}, axis=0, keepdims=0, select_last_index=1),
+    "NLLLoss-mean-weight-ignore": case(
+        "NegativeLogLikelihoodLoss", {"x": ("float32", [3, 5, 2]), "t": ("int64", [3, 2])},
+        {"x": f32(3, 5, 2), "t": np.array([[0, 4], [2, 2], [1, 3]])}, {"w": np.abs(f32(5))},
+        ignore_index=2),
+    "NLLLoss-none": case("NegativeLogLikelihoodLoss", {"x": ("float32", [3, 5]), "t": ("int64", [3])},
+                         {"x": f32(3, 5), "t": np.array([0, 4, 1])}, reduction="none"),
+    "NLLLoss-sum": case("NegativeLogLikelihoodLoss", {"x": ("float32", [3, 5]), "t": ("int64", [3])},
+                        {"x": f32(3, 5), "t": np.array([0, 4, 1])}, reduction="sum"),
+    "SoftmaxCrossEntropyLoss-logprob": case(
+        "SoftmaxCrossEntropyLoss", {"x": ("float32", [3, 5]), "t": ("int64", [3])},
+        {"x": f32(3, 5), "t": np.array([0, 4, 1])}, outputs=("y", "logp")),
+    "SoftmaxCrossEntropyLoss-ignore": case(
+        "SoftmaxCrossEntropyLoss", {"x": ("float32", [2, 5, 3]), "t": ("int64", [2, 3])},
+        {"x": f32(2, 5, 3), "t": np.array([[0, 4, 1], [1, 1, 3]])}, ignore_index=1),
 }  # fmt: skip
 
 

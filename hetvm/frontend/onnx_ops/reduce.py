@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...ir import prim as P
 from ..onnx_context import ConvertContext, NodeView, normalize_axes, normalize_axis
 from . import converter
 
@@ -82,12 +83,20 @@ def _reduce_composed(ctx: ConvertContext, node: NodeView) -> Any:
 
 @converter("ArgMax", "ArgMin")
 def _arg(ctx: ConvertContext, node: NodeView) -> Any:
-    if node.attr("select_last_index", 0):
-        raise ctx.error("select_last_index=1 is not supported")
     x = ctx.tensor(0, "data")
     axis = normalize_axis(ctx, int(node.attr("axis", 0)), ctx.rank(x))
     fn = "argmax" if node.op_type == "ArgMax" else "argmin"
-    return ctx.call(fn, x, axis, keepdims=bool(node.attr("keepdims", 1)))
+    keepdims = bool(node.attr("keepdims", 1))
+    if not node.attr("select_last_index", 0):
+        return ctx.call(fn, x, axis, keepdims=keepdims)
+    # the last extreme: the first one of the reversed axis, counted from the end
+    shape = ctx.shape_of(x)
+    size = P.const_value(shape[axis]) if shape is not None else None
+    if size is None:
+        raise ctx.error("select_last_index=1 needs a static size of the reduced axis")
+    flipped = ctx.call("strided_slice", x, [axis], [-1], [-(2**31)], [-1])
+    idx = ctx.call(fn, flipped, axis, keepdims=keepdims)
+    return ctx.call("subtract", ctx.const(size - 1, "int64"), idx)
 
 
 @converter("CumSum", "CumProd", since=11)
