@@ -222,12 +222,15 @@ class _Folder(ExprMutator):
     def _emit_folded(self, plan: _Plan, dataflow: bool) -> None:
         conv: E.Call = plan.conv.value  # type: ignore[assignment]
         data = self.visit_expr(conv.args[0])
-        new_conv = self.normalize(E.replace(conv, args=(data, plan.weight), struct_info=None))
+        if data is conv.args[0]:  # same input, weight of the same shape, dtype and vdevice
+            new_conv = E.replace(conv, args=(data, plan.weight))
+        else:
+            new_conv = self.normalize(E.replace(conv, args=(data, plan.weight), struct_info=None))
         if plan.bias is None:
             value = new_conv
         else:
             tmp = self.emit(new_conv, plan.conv.var.name_hint, dataflow=dataflow)
-            value = self.normalize(make_call("add", [tmp, plan.bias], span=plan.end.value.span))
+            value = make_call("add", [tmp, plan.bias], span=plan.end.value.span)
         var = self._retype(plan.end.var, value)
         self.emit_binding(E.VarBinding(var, value, span=plan.end.span))
 

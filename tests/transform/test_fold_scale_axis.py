@@ -224,8 +224,8 @@ def test_folds_inside_if_branches():
             [E.BindingBlock((VarBinding(y, op.nn.conv2d(x, const(w))), VarBinding(z, op.multiply(y, const(s)))))],
             z,
         )
-        else_seq = SeqExpr([E.BindingBlock((VarBinding(y2 := Var("y2", struct_info=y.struct_info),
-                                                       op.nn.conv2d(x, const(w))),))], y2)
+        y2 = Var("y2", struct_info=y.struct_info)
+        else_seq = SeqExpr([E.BindingBlock((VarBinding(y2, op.nn.conv2d(x, const(w))),))], y2)
         out = bb.emit(If(c, then_seq, else_seq))
         bb.emit_func_output(out)
     mod = bb.get()
@@ -290,20 +290,25 @@ def _nofold_cases():
         y = bb.emit(op.nn.conv2d(x, const(W6)))
         return op.multiply(y, y)
 
+    def nhwc_layout(bb, x):
+        y = bb.emit(op.nn.conv2d(x, const(_rand(6, 8, 3, 3)), data_layout="NHWC"))
+        return op.multiply(y, const(_rand(6)))
+
     return {
-        "scale_is_param": (scale_is_param, (_scale_param(),), (_rand(6, 1, 1),)),
-        "weight_is_param": (weight_is_param, (_w_param(),), (W6,)),
-        "scale_not_per_channel": (scale_not_per_channel, (), ()),
-        "scale_grows_result": (scale_grows_result, (), ()),
-        "conv_used_twice": (conv_used_twice, (), ()),
-        "non_finite_scale": (non_finite_scale, (), ()),
-        "scale_by_itself": (scale_by_itself, (), ()),
+        "scale_is_param": (scale_is_param, (_scale_param(),)),
+        "weight_is_param": (weight_is_param, (_w_param(),)),
+        "scale_not_per_channel": (scale_not_per_channel, ()),
+        "scale_grows_result": (scale_grows_result, ()),
+        "conv_used_twice": (conv_used_twice, ()),
+        "non_finite_scale": (non_finite_scale, ()),
+        "scale_by_itself": (scale_by_itself, ()),
+        "nhwc_layout": (nhwc_layout, ()),
     }
 
 
 @pytest.mark.parametrize("case", sorted(_nofold_cases()))
 def test_left_alone(case):
-    body, params, values = _nofold_cases()[case]
+    body, params = _nofold_cases()[case]
     mod = _module(body, x_shape=(3, 4, 8, 8), extra_params=params)
     assert FoldScaleAxis()(mod) is mod
 
