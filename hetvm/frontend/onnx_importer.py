@@ -228,10 +228,12 @@ class _GraphImporter:
             outputs = self._fold(view) if all(v is None or is_known(v) for v in inputs) else None
             if outputs is None:
                 outputs = self._convert(view)
-        except FrontendError:
-            raise
+        except FrontendError as err:
+            if str(err).startswith(f"{self.label}:"):
+                raise
+            raise FrontendError(f"{self.label}: {err}") from None  # the file, then the node
         except HetvmError as err:
-            raise self.ctx.error(str(err)) from None
+            raise FrontendError(f"{self.label}: {self.ctx.error(str(err))}") from None
         finally:
             self.ctx.node = None
         self._bind(view, outputs)

@@ -130,7 +130,11 @@ def _load(path: str) -> Executable:
     with zipfile.ZipFile(path) as zf:
         names = set(zf.namelist())
         if names != {MANIFEST, PROGRAM, CONSTANTS}:
-            raise _fail(path, f"unexpected members {sorted(names)}")
+            raise _fail(
+                path,
+                f"unexpected members {sorted(names)} (an artifact holds {MANIFEST}, {PROGRAM} "
+                f"and {CONSTANTS}; not a hetvm artifact, or truncated)",
+            )
         manifest = _parse_json(path, _read_member(zf, path, MANIFEST, MAX_MANIFEST_BYTES), MANIFEST)
         _check_manifest(path, manifest)
         blobs = {}
