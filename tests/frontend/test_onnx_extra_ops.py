@@ -37,6 +37,7 @@ CASES = {
     "IsInf": case("IsInf", X, {"x": SPECIAL}, outputs={"y": "bool"}),
     "IsInf-negative-only": case("IsInf", X, {"x": SPECIAL}, outputs={"y": "bool"}, detect_positive=0),
     "IsInf-positive-only": case("IsInf", X, {"x": SPECIAL}, outputs={"y": "bool"}, detect_negative=0),
+    "Div-int-truncates": case("Div", AB_INT, INTS, outputs={"y": "int32"}),
     "Mod-int": case("Mod", AB_INT, INTS, outputs={"y": "int32"}),
     "Mod-int-fmod": case("Mod", AB_INT, INTS, outputs={"y": "int32"}, fmod=1),
     "Mod-float-fmod": case("Mod", {"a": ("float32", [3, 4]), "b": ("float32", [4])},

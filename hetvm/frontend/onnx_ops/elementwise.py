@@ -48,13 +48,8 @@ _UNARY = {
 
 @converter(*_BINARY, since=7)
 def _binary(ctx: ConvertContext, node: NodeView) -> Any:
-    name = _BINARY[node.op_type]
-    a, b = ctx.tensor(0, "A"), ctx.tensor(1, "B")
-    if name == "divide" and ctx.dtype(node.input(0)).startswith(("int", "uint")):
-        # ONNX integer Div truncates; hetvm's floor_divide floors. They agree on
-        # non-negative operands (all shape arithmetic); see docs/onnx.md.
-        name = "floor_divide"
-    return ctx.call(name, a, b)
+    # integer Div: ONNX truncates toward zero, as hetvm's (TVM's) integer divide does
+    return ctx.call(_BINARY[node.op_type], ctx.tensor(0, "A"), ctx.tensor(1, "B"))
 
 
 @converter(*_UNARY)
