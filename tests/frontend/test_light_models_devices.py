@@ -1,0 +1,79 @@
+"""Issue 7's bar: all nine light models import, run on the CPU and on a simulated
+accelerator + CPU (softmax has no kernel on the accelerator, so it falls back), and
+match the expected outputs the onnx package ships with them.
+
+Slow (about a minute): run with ``python -m pytest -m slow tests/frontend``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import numpy_helper  # noqa: E402
+
+import hetvm  # noqa: E402
+from hetvm.cli_support.placement import pin_params  # noqa: E402
+from hetvm.frontend import from_onnx  # noqa: E402
+from hetvm.ir import VDevice  # noqa: E402
+
+LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+LIGHT = sorted(
+    os.path.basename(p)[len("light_") : -len(".onnx")]
+    for p in glob.glob(os.path.join(LIGHT_DIR, "light_*.onnx"))
+)
+SIM, CPU = VDevice("sim", 0), VDevice("llvm", 0)
+
+
+def _expected(name: str) -> np.ndarray:
+    tensor = onnx.TensorProto()
+    with open(os.path.join(LIGHT_DIR, f"light_{name}_output_0.pb"), "rb") as f:
+        tensor.ParseFromString(f.read())
+    return numpy_helper.to_array(tensor)
+
+
+def _input(model) -> np.ndarray:
+    """What ONNX's backend runner feeds the light models: arange / n."""
+    inits = {i.name for i in model.graph.initializer}
+    (vi,) = [i for i in model.graph.input if i.name not in inits]
+    shape = tuple(d.dim_value or 1 for d in vi.type.tensor_type.shape.dim)
+    n = int(np.prod(shape))
+    return (np.arange(n).reshape(shape) / n).astype(np.float32)
+
+
+def _run(mod, x, heterogeneous: bool):
+    if not heterogeneous:
+        vm = hetvm.VirtualMachine(hetvm.build(mod, target="llvm"))
+        return vm["main"](x).numpy(), None
+    # the input arrives on the accelerator (as `hetvm run --devices sim:0,cpu` does);
+    # left free, the cheapest plan for a model with one CPU-only op is all-CPU
+    mod = pin_params(mod.with_global_infos(vdevice=[SIM, CPU]), SIM)
+    exe = hetvm.build(mod, plan_devices_options={"missing_kernels": {"sim:0": ["nn.softmax"]}})
+    devices = [hetvm.device("sim", 0), hetvm.cpu(0)]
+    vm = hetvm.VirtualMachine(exe, devices)
+    out = vm["main"](x)
+    return out.copyto(hetvm.cpu(0)).numpy(), vm.memory_report()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("heterogeneous", [False, True], ids=["cpu", "sim+cpu"])
+@pytest.mark.parametrize("name", LIGHT)
+def test_light_model_matches_expected_output(name, heterogeneous):
+    model = onnx.load(os.path.join(LIGHT_DIR, f"light_{name}.onnx"))
+    mod = from_onnx(model)
+    got, report = _run(mod, _input(model), heterogeneous)
+    expected = _expected(name)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-5)
+    if heterogeneous:
+        assert report["sim:0"]["peak_bytes"] > 0  # the model really ran on the accelerator
+        if any(node.op_type == "Softmax" for node in model.graph.node):
+            assert report["cpu:0"]["peak_bytes"] > 0  # softmax fell back to the CPU
+
+
+def test_nine_light_models_are_listed():
+    assert len(LIGHT) == 9, LIGHT
