@@ -183,3 +183,9 @@ def _arg_reduction(op: str, fn_name: str) -> None:
 
 _arg_reduction("argmax", "argmax")
 _arg_reduction("argmin", "argmin")
+
+
+@register_kernel("shape_to_tensor", kinds=("cpu",))
+def shape_to_tensor(xp: Any, attrs: dict, shape: Any, out: Any) -> None:
+    """A shape (a tuple of ints the VM evaluated) as a 1-D int64 host tensor."""
+    store(out, xp.asarray(tuple(int(d) for d in shape), dtype=out.dtype))

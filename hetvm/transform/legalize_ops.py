@@ -56,7 +56,10 @@ class _Legalizer(ExprMutator):
         name = info.name
         if info.device_behavior is DeviceBehavior.ANNOTATION:
             return call.args[0]
-        if info.device_behavior is not DeviceBehavior.FOLLOW_INPUTS:
+        computes_tensor_on_host = info.device_behavior is DeviceBehavior.HOST_ONLY and isinstance(
+            call.struct_info, S.TensorStructInfo
+        )
+        if info.device_behavior is not DeviceBehavior.FOLLOW_INPUTS and not computes_tensor_on_host:
             return call
         sinfo = call.struct_info
         assert sinfo is not None

@@ -8,7 +8,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import helper  # noqa: E402
 
-from hetvm.errors import DevicePlanError, FrontendError  # noqa: E402
+from hetvm.errors import FrontendError  # noqa: E402
 from hetvm.frontend import from_onnx  # noqa: E402
 from hetvm.ir import Constant, PrimVar, Var  # noqa: E402
 from hetvm.ir import prim as P  # noqa: E402
@@ -264,12 +264,7 @@ def test_symbolic_shape_used_as_a_tensor_is_materialised(kit):
     mod = from_onnx(model)
     assert _op_names(mod)[0] == "shape_to_tensor"
     x = np.zeros((3, 2), np.float32)
-    try:
-        (got,) = kit.run(mod, [x])
-    except DevicePlanError as err:
-        if "without a vdevice" not in str(err):
-            raise
-        pytest.xfail(f"PlanDevices does not place host-only shape_to_tensor results yet: {err}")
+    (got,) = kit.run(mod, [x])
     np.testing.assert_array_equal(got, np.array([9.0, 4.0], np.float32))
 
 

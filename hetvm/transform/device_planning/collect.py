@@ -217,7 +217,10 @@ class Collector:
                 reason = f"{spelled}(..., {key_str(key)}){where(span)}"
                 return self.copy_value(src, key, name, kind, reason, span)
             if beh is DeviceBehavior.HOST_ONLY:
-                return None
+                if not _flat_tensor_sinfos(call.struct_info):
+                    return None  # shapes and scalars: no device
+                # a host computation that yields a tensor (shape_to_tensor) lives on the host
+                return self.host_call(b, var, info.name, call.args, call, span)
             if beh is DeviceBehavior.MEMORY and info.name != "call_dps_packed":
                 return self.pinned_by_sinfo(b, var, call, span)
             if info.name == "call_dps_packed":
