@@ -21,6 +21,7 @@ from ..ir.structural import structural_equal
 from ._env import FunctionScope, ModuleEnv
 from ._eval import Evaluator, MatchCastForm, Namespace, is_dtype
 from ._print_values import without_prim_values
+from ._values import plain_data_problem
 
 FLAGS = ("pure", "private")
 
@@ -214,6 +215,9 @@ class FunctionParser:
         value = self.ev.eval(a["attrs"])
         if not isinstance(value, dict):
             raise self.err(a["attrs"], "R.func_attr takes a dict literal")
+        problem = plain_data_problem(value, "R.func_attr")
+        if problem is not None:
+            raise self.err(a["attrs"], problem)
         self.attrs.update({str(k): _plain(v) for k, v in value.items()})
 
     # ------------------------------------------------------------------

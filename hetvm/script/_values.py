@@ -87,3 +87,28 @@ def describe(value: Any) -> str:
     if isinstance(value, _Marker):
         return value.name
     return repr(value)
+
+
+def plain_data_problem(value: Any, where: str = "", depth: int = 0) -> str | None:
+    """Why ``value`` is not attribute data the printer can write back (None if it is):
+    None, bools, numbers, strings, vdevices, prim exprs, struct info, lists and dicts."""
+    from ..ir import prim as P
+    from ..ir.vdevice import VDevice
+
+    if depth > 64:
+        return f"{where or 'the value'} is nested too deeply"
+    if value is None or isinstance(value, (bool, int, float, str, VDevice, P.PrimExpr, S.StructInfo)):
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            problem = plain_data_problem(v, f"{where}[{k!r}]", depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            problem = plain_data_problem(v, f"{where}[{i}]", depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    return f"{where or 'the value'} is {type(value).__name__}, not plain data (numbers, strings, lists, dicts)"

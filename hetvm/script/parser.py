@@ -20,6 +20,7 @@ from ._diag import Diagnostics, did_you_mean
 from ._env import NAMESPACE_OF_MODULE, ModuleEnv
 from ._eval import Evaluator, Namespace, is_dtype
 from ._function import FunctionParser
+from ._values import plain_data_problem
 
 __all__ = ["from_source", "parse_class_source", "parse_function_source"]
 
@@ -100,6 +101,9 @@ class ModuleParser:
         value = ev.eval(a["value"])
         if not isinstance(value, dict):
             raise self.err(a["value"], f"{fname} takes a dict literal")
+        problem = plain_data_problem(value, fname)
+        if problem is not None:
+            raise self.err(a["value"], problem)
         if head.dotted == "module_attrs":
             self.attrs.update(value)
             return

@@ -32,6 +32,7 @@ CASES: list[dict] = [
     dict(id='undefined_function', script='undefined_function.tvmscript', line=6, error='ParseError', message=["no function 'helper'"]),
     dict(id='struct_info_mismatch', script='struct_info_mismatch.tvmscript', line=5, error='ParseError', message=["struct info mismatch for 'y'", 'Tensor((2, 3), float32)', 'Tensor((3, 2), float32)']),
     dict(id='return_mismatch', script='return_mismatch.tvmscript', line=5, error='ParseError', message=['the function returns Tensor((2, 3), float32)', 'Tensor((2, 3), int32)']),
+    dict(id='attrs_not_data', script='attrs_not_data.tvmscript', line=4, error='ParseError', message=["I.module_attrs['copies'][0]['line'] is Namespace, not plain data"]),
     dict(id='two_modules', script='two_modules.tvmscript', line=8, error='ParseError', message=['exactly one @I.ir_module class']),
     # -- ill-typed programs
     dict(id='matmul_shape_mismatch', script='matmul_shape_mismatch.tvmscript', line=5, error='ParseError', message=["op 'matmul'", 'inner dimensions differ', '(2, 3)', '(4, 5)']),
