@@ -221,6 +221,9 @@ class PooledAllocator(Allocator):
     def __init__(self, dev: Device, *, poison: bool = False) -> None:
         super().__init__(dev, poison=poison)
         self._pool: dict[int, list[Any]] = {}
+        # a dropped VM's pool goes back to the device (else its bytes count forever)
+        fin = weakref.finalize(self, _free_pool, self.api, self._pool)
+        fin.atexit = False
 
     def _take(self, nbytes: int) -> Any:
         bucket = self._pool.get(nbytes)
@@ -239,6 +242,13 @@ class PooledAllocator(Allocator):
                 self.api.raw_free(buf, nbytes)
         self._pool.clear()
         self.pool_bytes = 0
+
+
+def _free_pool(api: Any, pool: dict[int, list[Any]]) -> None:
+    for nbytes, bucket in pool.items():
+        for buf in bucket:
+            api.raw_free(buf, nbytes)
+    pool.clear()
 
 
 def poison_buffer(buffer: Any) -> None:

@@ -18,11 +18,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import HetvmError, HetvmRuntimeError
+from ..errors import HetvmError, HetvmRuntimeError, MemoryPlanError
 from .builtins import Builtins
 from .bytecode import Executable, KernelCall, format_instruction
 from .codegen import CompiledFunction, _registers_of, compile_function
-from .device import Device, device
+from .device import Device, device, get_api
 from .memory import Allocator, Storage, make_allocator
 from .ndarray import NDArray
 from .ndarray import array as nd_array
@@ -51,6 +51,7 @@ class VirtualMachine:
         self.poison = bool(poison)
         self.trace = bool(trace)
         self.exe_devices = self._resolve_devices(devices)
+        check_plan_fits(exe, self.exe_devices)
         self._allocators: dict[Device, Allocator] = {}
         for dev in self.exe_devices:
             if dev not in self._allocators:
@@ -277,6 +278,40 @@ class VirtualMachine:
     def __repr__(self) -> str:
         devs = ", ".join(str(d) for d in self.exe_devices)
         return f"VirtualMachine(functions={list(self._compiled)}, devices=[{devs}])"
+
+
+def check_plan_fits(exe: Executable, devices: Sequence[Device]) -> None:
+    """Raises MemoryPlanError when a function's static memory plan alone needs more
+    bytes on a device than its capacity (before anything runs).
+
+    Needed is the planned arena, or the predicted peak where the plan says it is
+    exact (arena, outputs and other fixed-size allocations of one call)."""
+    report = exe.metadata.get("memory_plan_report")
+    if not isinstance(report, dict):
+        return
+    for fn, per_device in report.items():
+        if not isinstance(per_device, dict):
+            continue
+        for index, facts in per_device.items():
+            try:
+                dev = devices[int(index)]
+            except (TypeError, ValueError, IndexError):
+                continue
+            capacity = get_api(dev).capacity
+            if capacity is None or not isinstance(facts, dict):
+                continue
+            needed = _int_or_zero(facts.get("planned_bytes"))
+            if facts.get("predicted_peak_exact") is True:
+                needed = max(needed, _int_or_zero(facts.get("predicted_peak_bytes")))
+            if needed > capacity:
+                raise MemoryPlanError(
+                    f"the memory plan of function '{fn}' does not fit on {dev}: it needs "
+                    f"{needed} bytes, the device's capacity is {capacity} bytes"
+                )
+
+
+def _int_or_zero(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _seal(value: Any) -> None:
