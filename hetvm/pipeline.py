@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 from typing import Any, Sequence
 
 from .errors import HetvmError
@@ -18,26 +17,19 @@ from .ir.module import IRModule
 from .ir.vdevice import VDevice, runtime_kind
 from .transform import (
     CallTIRRewrite,
+    FoldConstant,
+    FoldScaleAxis,
     KillAfterLastUse,
     LegalizeOps,
     LowerAllocTensor,
     Normalize,
     Pass,
     PassContext,
+    PlanDevices,
     Sequential,
+    StaticPlanBlockMemory,
     ToNonDataflow,
 )
-
-
-def _optional_pass(module: str, name: str, **kwargs: Any) -> Pass | None:
-    """A pass from a module that may not be present in this build of hetvm."""
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as err:
-        if err.name and err.name.startswith("hetvm.transform"):
-            return None
-        raise
-    return getattr(mod, name)(**kwargs)
 
 
 def target_vdevice(target: str | dict | None) -> VDevice:
@@ -60,30 +52,23 @@ def default_pipeline(
     plan_devices_options: dict[str, Any] | None = None,
 ) -> Sequential:
     """The passes ``hetvm.build`` runs, as one Sequential (codegen excluded)."""
-    passes: list[Pass | None] = [Normalize()]
-    passes.append(_optional_pass("hetvm.transform.fold_constant", "FoldConstant"))
-    passes.append(_optional_pass("hetvm.transform.fold_scale_axis", "FoldScaleAxis"))
-    passes.append(
-        _optional_pass(
-            "hetvm.transform.plan_devices",
-            "PlanDevices",
-            **{
-                "default_vdevice": default_vdevice,
-                "host_vdevice": host_vdevice,
-                **(plan_devices_options or {}),
-            },
-        )
-    )
-    passes.append(LegalizeOps())
-    passes.append(ToNonDataflow())
-    passes.append(CallTIRRewrite())
+    passes: list[Pass] = [
+        Normalize(),
+        FoldConstant(),
+        FoldScaleAxis(),
+        PlanDevices(
+            default_vdevice=default_vdevice,
+            host_vdevice=host_vdevice,
+            **(plan_devices_options or {}),
+        ),
+        LegalizeOps(),
+        ToNonDataflow(),
+        CallTIRRewrite(),
+    ]
     if plan_memory:
-        passes.append(
-            _optional_pass("hetvm.transform.static_plan_block_memory", "StaticPlanBlockMemory")
-        )
-    passes.append(LowerAllocTensor())
-    passes.append(KillAfterLastUse())
-    return Sequential([p for p in passes if p is not None], name="hetvm.build")
+        passes.append(StaticPlanBlockMemory())
+    passes += [LowerAllocTensor(), KillAfterLastUse()]
+    return Sequential(passes, name="hetvm.build")
 
 
 def lower(
