@@ -19,7 +19,10 @@ Where hetvm differs from TVM 0.27:
   poison bytes still in use), and the alias registers are cleared then with
   ``vm.kill_object``. Aliases of parameters and outputs are never killed;
 * an ``If`` result may be a value of the enclosing scope (a branch returns
-  it): reading the result counts as reading every value a branch returns.
+  it): reading the result counts as reading every value a branch returns;
+* a value that may be another one (an ``If`` result, or a call result that a
+  callee may return from its arguments) is never killed when it may be a
+  parameter or an output, and otherwise no earlier than that value's last use.
 """
 
 from __future__ import annotations
@@ -180,10 +183,32 @@ class _FunctionFacts:
                 if isinstance(root_value, E.Tuple):
                     stack.extend(root_value.fields)
 
+    def alias_sources(self, var: E.Var) -> set[E.Var]:
+        """Roots of the values ``var`` may be, other than itself: arguments a call
+        may return and values an ``If`` branch may return (transitively)."""
+        out: set[E.Var] = set()
+        stack = [var]
+        seen: set[E.Var] = set()
+        while stack:
+            v = self.root(stack.pop())
+            if v in seen:
+                continue
+            seen.add(v)
+            if v is not var:
+                out.add(v)
+            value = self.value_of.get(v)
+            if isinstance(value, E.Call):
+                stack.extend(self.call_aliases(value))
+            elif isinstance(value, E.If):
+                stack.extend(_result_vars(value))
+        return out
+
     def kill_call(self, var: E.Var) -> E.Call | None:
         """The kill for a root variable, or None when it must stay."""
         if var in self.params or var in self.outputs or var in self.killed:
             return None
+        if any(s in self.params or s in self.outputs for s in self.alias_sources(var)):
+            return None  # it may be a parameter or an output (a callee returned its argument)
         value = self.value_of.get(var)
         if value is None or isinstance(value, E.Constant):
             return None
@@ -245,8 +270,17 @@ def _process_seq(seq: E.SeqExpr, facts: _FunctionFacts, branch_outputs: set[E.Va
                         aliases[root].append(v)
     kills_after: dict[int, list[E.Binding]] = {}
     order = {b.var: i for i, (_, b) in enumerate(flat)}
+    sources = {root: facts.alias_sources(root) for root in last_use}
+    for root, srcs in sources.items():
+        # a value that may be another one (a call returning its argument, an If
+        # returning an outer value) is killed no earlier than that one's last use
+        later = [last_use[s] for s in srcs if s in last_use]
+        if later:
+            last_use[root] = max([last_use[root], *later])
     for root in sorted(last_use, key=lambda v: order[v]):
         if root in branch_outputs or facts.root(root) in branch_outputs:
+            continue
+        if any(s in branch_outputs for s in sources[root]):
             continue
         call = facts.kill_call(root)
         if call is None:

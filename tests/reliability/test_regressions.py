@@ -207,3 +207,47 @@ def test_round_trip_of_a_cpu_hint():
         bb.emit_func_output(bb.emit(R.exp(lv)))
     mod = bb.get()
     assert structural_equal(from_source(mod.script()), mod)
+
+
+NESTED_CALL_RETURNS_PARAMETER = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global"), I.vdevice("sim", 1, "global")]})
+    @R.function
+    def helper1(p: R.Tensor((3,), "float32", vdevice="sim:1:global")) -> R.Tensor((3,), "float32", vdevice="sim:1:global"):
+        return p
+
+    @R.function
+    def helper0(q: R.Tensor((3,), "float32"), c: R.Tensor((), "bool")) -> R.Tensor((3,), "float32"):
+        cls = Module
+        a = cls.helper1(q)
+        if c:
+            r = R.exp(a)
+        else:
+            r = q
+        return r
+
+    @R.function
+    def main(x: R.Tensor((3,), "float32", vdevice="sim:1:global"), c: R.Tensor((), "bool")) -> R.Tensor((3,), "float32"):
+        cls = Module
+        y = cls.helper0(x, c)
+        z = cls.helper1(y)
+        return z
+'''
+
+
+def test_result_of_a_call_returning_its_parameter_is_not_killed():
+    """The long run's failure (parameter released after a call), minimised by hand:
+    KillAfterLastUse killed `a = helper1(q)` in helper0, but helper1 returns its
+    parameter, so the kill released q -- main's parameter x, pinned on sim:1."""
+    exe = hetvm.build(from_source(NESTED_CALL_RETURNS_PARAMETER))
+    vm = hetvm.VirtualMachine(exe, poison=True)
+    infos = exe.functions["main"].param_info
+    xs = np.array([0.5, 1, 2], "float32")
+    for cond in (False, True):
+        x = hetvm.nd.array(xs, vm.exe_devices[infos[0]["device"]])
+        c = hetvm.nd.array(np.array(cond), vm.exe_devices[infos[1].get("device") or 0])
+        for _ in range(2):
+            out = vm["main"](x, c).copyto(hetvm.cpu(0)).numpy()
+            np.testing.assert_allclose(out, np.exp(xs) if cond else xs, rtol=1e-6)
+            np.testing.assert_array_equal(x.copyto(hetvm.cpu(0)).numpy(), xs)  # x still alive

@@ -128,9 +128,25 @@ def test_tuples_and_objects_get_kill_object():
         out,
     )
     kills = _kill_names(KillAfterLastUse()(mod))
-    # t's field 0 is the parameter x: an alias of a parameter is never killed
-    assert ("vm.kill_object", "o") in kills
-    assert all(name != "first" for _, name in kills)
+    # t's field 0 is the parameter x: an alias of a parameter is never killed;
+    # nor is o: the opaque packed function "make" may have returned x itself
+    assert ("vm.kill_object", "t") in kills
+    assert all(name not in ("first", "o") for _, name in kills)
+    # made from a value of the function's own, the object is killed
+    e = Var("e", struct_info=T)
+    o2 = Var("o", struct_info=op.call_packed("make", e).struct_info)
+    mod = _fn(
+        [
+            VarBinding(e, op.exp(x)),
+            VarBinding(o2, op.call_packed("make", e)),
+            VarBinding(r, op.call_packed("use", o2, sinfo_args=[UNIT])),
+            VarBinding(out, op.exp(x)),
+        ],
+        [x],
+        out,
+    )
+    kills = _kill_names(KillAfterLastUse()(mod))
+    assert ("vm.kill_object", "o") in kills and ("memory.kill_tensor", "e") in kills
 
 
 def test_if_outer_kills_and_branch_uses_count_at_if():
