@@ -251,3 +251,27 @@ def test_result_of_a_call_returning_its_parameter_is_not_killed():
             out = vm["main"](x, c).copyto(hetvm.cpu(0)).numpy()
             np.testing.assert_allclose(out, np.exp(xs) if cond else xs, rtol=1e-6)
             np.testing.assert_array_equal(x.copyto(hetvm.cpu(0)).numpy(), xs)  # x still alive
+
+
+ALIAS_OF_A_COPIED_CONSTANT = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global"), I.vdevice("sim", 1, "global")]})
+    @R.function
+    def main(x: R.Tensor((1, 2), "float32")) -> R.Tensor((1, 2), "float32", vdevice="sim:1:global"):
+        lv: R.Tensor((1, 2), "float32") = R.full(R.shape([1, 2]), R.const(-2.0, "float32"), dtype="float32")
+        lv1: R.Tensor((1, 2), "float32", vdevice="sim:1:global") = R.to_vdevice(lv, dst_vdevice="sim:1:global")
+        gv: R.Tensor((1, 2), "float32", vdevice="sim:1:global") = lv1
+        lv2: R.Tensor((1, 2), "float32", vdevice="sim:1:global") = R.negative(gv)
+        return lv2
+'''
+
+
+def test_alias_of_a_copied_constant_is_read_on_its_device():
+    """Found by the long run: a name for `to_vdevice(constant)` (gv = lv1) was
+    placed on the default device, so PlanDevices' own check refused the plan
+    ('negative' on sim:1 reads an input on cpu:0 without a copy)."""
+    exe = hetvm.build(from_source(ALIAS_OF_A_COPIED_CONSTANT))
+    vm = hetvm.VirtualMachine(exe, poison=True)
+    out = vm["main"](np.ones((1, 2), "float32")).copyto(hetvm.cpu(0)).numpy()
+    np.testing.assert_array_equal(out, np.full((1, 2), 2.0, "float32"))

@@ -170,6 +170,14 @@ class Rewriter:
         self.cur.append(E.VarBinding(copy, call, span=c.span))
         return copy
 
+    def const_source(self, expr: E.Expr) -> E.Constant | None:
+        """The constant ``expr`` is (itself, or a variable bound to one)."""
+        if isinstance(expr, E.Constant):
+            return expr
+        if isinstance(expr, E.Var):
+            return self.const_of.get(expr)
+        return None
+
     # -- expressions -------------------------------------------------------------
     def satisfied(self, tree: Tree, want: Want, path: tuple[int, ...]) -> bool:
         if tree is None or tree == CONST:
@@ -297,9 +305,11 @@ class Rewriter:
         tree = self.col.env.get(var)
         devs = self.dev_tree(tree)
         sinfo = self.with_devices(var.struct_info, devs)
-        if isinstance(value, E.Constant) and not isinstance(b, E.MatchCast):
-            self.const_of[var] = value
-            self.emit(b, var, self.const_on(value, device_key(self.table.default)), self.with_devices(var.struct_info, device_key(self.table.default)))
+        if not isinstance(b, E.MatchCast) and self.const_source(value) is not None:
+            # a constant, or another name of one (y = c): read wherever it is needed
+            const = self.const_source(value)
+            self.const_of[var] = const
+            self.emit(b, var, self.const_on(const, device_key(self.table.default)), self.with_devices(var.struct_info, device_key(self.table.default)))
             return
         if isinstance(value, E.Call):
             self.call(b, var, value, tree, devs, sinfo)
@@ -324,6 +334,9 @@ class Rewriter:
                     # a constant has no home: it is materialised wherever it is read,
                     # so a hint or copy of one needs no copy at all
                     src = self.rebuild(call.args[0], self.tree_want(devs))
+                    const = self.const_source(call.args[0])
+                    if const is not None:
+                        self.const_of[var] = const  # its readers see the constant itself
                     self.emit(b, var, src, src.struct_info)
                     return
                 if isinstance(tree, int) and tree != CONST:
