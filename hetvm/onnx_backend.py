@@ -13,6 +13,27 @@ the default, inputs arrive there, and the device planner places the rest
 (the runner itself only knows ``CPU``/``CUDA``). ``CUDA`` is supported when CuPy
 and a GPU are present.
 
+Run-time constants: hetvm compiles static programs, so some converters need
+an input known at import time (reduction ``axes``, ``pads``, Reshape/Expand
+shapes, Slice ``starts``/``ends``, Tile ``repeats``, Trilu's ``k``, CumSum's
+``axis``, Range's bounds...). Conformance cases often pass those as graph
+inputs. When the import fails for that reason, and only then, ``prepare``
+defers it: graph inputs with a static shape of at most
+``MAX_BOUND_ELEMENTS`` elements and an integer or bool dtype, or numeric
+scalars, are candidates for binding. ``rep.run(inputs)`` copies the model
+with their values as initializers, imports, compiles and loads that copy,
+caches it per distinct tuple of bound values (``MAX_CACHED_BINDINGS``
+entries, least recently used dropped), and runs it with the remaining
+inputs. The first run fixes which candidates are bound: those some node
+reads as an attribute-like input (an index past the first, or any input of
+ConstantOfShape/Range) if that import succeeds, else all of them; they are
+``rep.bound_inputs``, and ``rep.vm`` is the VM of the last run.
+Models unsupported for any other reason (an operator without a converter, an
+invalid graph, a device) still fail in ``prepare`` with their own error, as
+does a run-time-constant failure when no input qualifies for binding; an
+error that only the bound import can reveal (e.g. a dtype the runtime lacks
+further down the graph) is raised by the first ``run``.
+
 The ``onnx`` package is needed only to use this module; ``import hetvm`` does
 not import it.
 """
@@ -56,19 +77,183 @@ def _device_list(device: str, devices: Sequence[str] | None) -> list[str]:
     raise FrontendError(f"hetvm's ONNX backend does not know device '{device}' (use CPU or CUDA)")
 
 
+#: a graph input with at most this many elements may be bound as a constant
+MAX_BOUND_ELEMENTS = 64
+#: compiled modules kept per prepared model, one per distinct bound-value tuple
+MAX_CACHED_BINDINGS = 16
+
+_RUNTIME_CONSTANT_MARKERS = ("known at import time", "computed at run time")
+
+
+def _needs_constants(err: BaseException) -> bool:
+    """Whether an import failed because an input must be known at import time."""
+    text = str(err)
+    return any(m in text for m in _RUNTIME_CONSTANT_MARKERS)
+
+
+def _bindable_inputs(proto: Any, shape_dict: Mapping[str, Sequence[Any]] | None,
+                     ) -> list[tuple[str, np.dtype]]:  # fmt: skip
+    """Graph inputs that may be bound as constants: a static shape of at most
+    ``MAX_BOUND_ELEMENTS`` elements and an integer or bool dtype, or a scalar."""
+    from onnx import helper
+
+    inits = {i.name for i in proto.graph.initializer}
+    out = []
+    for vi in proto.graph.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape"):
+            continue
+        if shape_dict and vi.name in shape_dict:
+            dims = list(shape_dict[vi.name])
+        else:
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in dims):
+            continue
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        except (KeyError, TypeError, ValueError):
+            continue
+        small = int(np.prod(dims, dtype=np.int64)) <= MAX_BOUND_ELEMENTS
+        if small and (dtype.kind in "iub" or (not dims and dtype.kind in "iubf")):
+            out.append((vi.name, dtype))
+    return out
+
+
+#: operators whose first input is attribute-like too (a shape, Range's bounds)
+_SHAPE_FIRST_OPS = frozenset({"ConstantOfShape", "Range"})
+
+
+def _attribute_like(proto: Any, names: set[str]) -> set[str]:
+    """Those of ``names`` that some node reads as an attribute-like input: at
+    an index past the first (axes, pads, shape, repeats, k...), or any input of
+    ConstantOfShape/Range; the others are more likely data."""
+    out = set()
+    for node in proto.graph.node:
+        for i, name in enumerate(node.input):
+            if name in names and (i > 0 or node.op_type in _SHAPE_FIRST_OPS):
+                out.add(name)
+    return out
+
+
+class _Compiler:
+    """Import, then compile and load, a model for one device setup."""
+
+    def __init__(self, setup: Any, shape_dict: Any, opset: Any, executor: str) -> None:
+        self.setup = setup
+        self.shape_dict = shape_dict
+        self.opset = opset
+        self.executor = executor
+
+    def import_(self, proto: Any, shape_dict: Any = None) -> Any:
+        from .frontend import from_onnx
+
+        shape_dict = self.shape_dict if shape_dict is None else shape_dict
+        return from_onnx(proto, shape_dict=shape_dict, opset=self.opset)
+
+    def load(self, mod: Any) -> tuple[Any, list[tuple[str, Any]]]:
+        from .cli_support.session import compile_program, configure_runtime
+        from .runtime.vm import VirtualMachine
+
+        compiled = compile_program(mod, self.setup, self.executor, want_explain=False)
+        vm = VirtualMachine(compiled.exe, devices=configure_runtime(self.setup))
+        return vm, [(p.name_hint, p.struct_info) for p in mod["main"].params]
+
+
+class _Binder:
+    """Re-imports a model with small integer inputs bound as constants, one
+    compiled module per distinct tuple of their values.
+
+    Which inputs are bound is fixed by the first run: the attribute-like
+    candidates alone if that import succeeds, else every candidate (so data
+    inputs that happen to be small integers stay inputs where possible)."""
+
+    def __init__(self, proto: Any, compiler: _Compiler,
+                 candidates: list[tuple[str, np.dtype]]) -> None:  # fmt: skip
+        self.proto = proto
+        self.compiler = compiler
+        self.dtypes = dict(candidates)
+        preferred = _attribute_like(proto, set(self.dtypes))
+        first = [n for n in self.dtypes if n in preferred]
+        everything = list(self.dtypes)
+        self.tries = [first, everything] if first and first != everything else [everything]
+        self.bound: list[str] | None = None
+        self.cache: dict[tuple[Any, ...], tuple[Any, list[tuple[str, Any]]]] = {}
+
+    def names(self) -> list[str]:
+        return list(self.bound if self.bound is not None else self.tries[0])
+
+    def load(self, values: Mapping[str, np.ndarray]) -> tuple[Any, list[tuple[str, Any]]]:
+        """The VM for these candidate values (compiled on a cache miss)."""
+        hit = None
+        if self.bound is not None:
+            hit = self.cache.pop(self._key(values), None)
+        if hit is None:
+            mod = self._decide(values) if self.bound is None else self._import(values, self.bound)
+            hit = self.compiler.load(mod)
+            while len(self.cache) >= MAX_CACHED_BINDINGS:
+                self.cache.pop(next(iter(self.cache)))  # the least recently used
+        self.cache[self._key(values)] = hit  # most recently used last
+        return hit
+
+    def _key(self, values: Mapping[str, np.ndarray]) -> tuple[Any, ...]:
+        return tuple((n, values[n].shape, values[n].tobytes()) for n in self.bound or ())
+
+    def _decide(self, values: Mapping[str, np.ndarray]) -> Any:
+        for i, names in enumerate(self.tries):
+            try:
+                mod = self._import(values, names)
+            except FrontendError as err:
+                if i + 1 < len(self.tries) and _needs_constants(err):
+                    continue
+                raise
+            self.bound = names
+            return mod
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _import(self, values: Mapping[str, np.ndarray], names: list[str]) -> Any:
+        import onnx
+        from onnx import numpy_helper
+
+        copy = onnx.ModelProto()
+        copy.CopyFrom(self.proto)
+        # the inputs stay listed in graph.input (IR < 4 needs it); an input that
+        # is also an initializer is a constant to the importer
+        copy.graph.initializer.extend(numpy_helper.from_array(values[n], n) for n in names)
+        shape_dict = {k: v for k, v in (self.compiler.shape_dict or {}).items() if k not in names}
+        return self.compiler.import_(copy, shape_dict)
+
+
 class HetvmBackendRep(_BackendRep):  # type: ignore[misc,valid-type]
-    """A prepared model: the compiled executable loaded in a VM."""
+    """A prepared model: the compiled executable loaded in a VM (or, for a
+    model with run-time constants, a cache of them keyed by the bound values)."""
 
     def __init__(self, vm: Any, input_names: list[str], output_names: list[str],
-                 param_info: list[tuple[str, Any]]) -> None:  # fmt: skip
+                 param_info: list[tuple[str, Any]],
+                 binder: _Binder | None = None) -> None:  # fmt: skip
         self.vm = vm
         self.input_names = input_names
         self.output_names = output_names
         self._param_info = param_info
+        self._binder = binder
+
+    @property
+    def bound_inputs(self) -> list[str]:
+        """The inputs bound as constants at run time (empty for most models;
+        before the first run, those that will be tried first)."""
+        return self._binder.names() if self._binder else []
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         """Runs the model; ``inputs`` is a list in graph-input order, a dict, or one array."""
         args = self._arrange(inputs)
+        if self._binder is not None:
+            dtypes = self._binder.dtypes
+            values = {n: np.ascontiguousarray(a, dtype=dtypes[n])
+                      for n, a in zip(self.input_names, args) if n in dtypes}  # fmt: skip
+            self.vm, self._param_info = self._binder.load(values)
+            bound = set(self._binder.names())
+            args = [a for n, a in zip(self.input_names, args) if n not in bound]
         out = self.vm["main"](*args)
         flat = _flatten(out)
         return tuple(_to_numpy(v) for v in flat)
@@ -130,24 +315,32 @@ class HetvmBackend(_Backend):  # type: ignore[misc,valid-type]
         Keyword options: ``devices`` (list, first is the default device),
         ``missing_kernels`` (device -> ops a sim device lacks), ``shape_dict``
         and ``opset`` (passed to the importer), ``executor`` ("vm").
+
+        A model whose import needs some small integer input known at import
+        time is compiled by ``run`` instead, with those inputs bound as
+        constants (see the module docstring); any other failure raises here.
         """
         from .cli_support.placement import parse_devices
-        from .cli_support.session import compile_program, configure_runtime
-        from .frontend import from_onnx
         from .frontend.onnx_importer import load_model
-        from .runtime.vm import VirtualMachine
 
         proto, _ = load_model(model)
         devices = _device_list(device, kwargs.get("devices"))
         missing = {str(k): set(v) for k, v in (kwargs.get("missing_kernels") or {}).items()}
         setup = parse_devices(",".join(devices), missing)
-        mod = from_onnx(proto, shape_dict=kwargs.get("shape_dict"), opset=kwargs.get("opset"))
-        compiled = compile_program(mod, setup, kwargs.get("executor", "vm"), want_explain=False)
-        vm = VirtualMachine(compiled.exe, devices=configure_runtime(setup))
+        shape_dict = kwargs.get("shape_dict")
+        compiler = _Compiler(setup, shape_dict, kwargs.get("opset"), kwargs.get("executor", "vm"))
         inits = {i.name for i in proto.graph.initializer}
         input_names = [vi.name for vi in proto.graph.input if vi.name not in inits]
         output_names = [vo.name for vo in proto.graph.output]
-        params = [(p.name_hint, p.struct_info) for p in mod["main"].params]
+        try:
+            mod = compiler.import_(proto)
+        except FrontendError as err:
+            bound = _bindable_inputs(proto, shape_dict) if _needs_constants(err) else []
+            if not bound:
+                raise
+            binder = _Binder(proto, compiler, bound)
+            return HetvmBackendRep(None, input_names, output_names, [], binder)
+        vm, params = compiler.load(mod)
         return HetvmBackendRep(vm, input_names, output_names, params)
 
     @classmethod

@@ -77,3 +77,56 @@ def test_unknown_device_and_bad_model():
         HetvmBackend.prepare(model, "TPU")
     with pytest.raises(FrontendError, match="not an ONNX model"):
         HetvmBackend.prepare(b"garbage bytes")
+
+
+def _reduce_sum_model():
+    node = helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+                                            helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])])  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_runtime_axes_are_bound_per_value():
+    rep = HetvmBackend.prepare(_reduce_sum_model())
+    assert rep.bound_inputs == ["axes"] and rep.vm is None
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    for axis in (1, 2, 1, -1):
+        (y,) = rep.run({"x": x, "axes": np.array([axis])})
+        np.testing.assert_allclose(y, x.sum(axis=axis), rtol=1e-5, atol=1e-6)
+    # one compiled module per distinct value: 1, 2 and -1 (1 came from the cache)
+    assert len(rep._binder.cache) == 3
+    assert [name for name, _ in rep._param_info] == ["x"]
+
+
+def test_prepare_still_fails_fast_for_other_causes():
+    # an operator without a converter fails in prepare, even with a bindable input
+    node = helper.make_node("TopK", ["x", "k"], ["v", "i"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+                                            helper.make_tensor_value_info("k", TensorProto.INT64, [1])],
+                              [helper.make_tensor_value_info("v", TensorProto.FLOAT, [2]),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, [2])])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(FrontendError, match="unsupported ONNX operator"):
+        HetvmBackend.prepare(model)
+    # a run-time axes input too large to bind keeps the importer's error
+    big = _reduce_sum_model()
+    big.graph.input[1].type.tensor_type.shape.dim[0].dim_value = 65
+    with pytest.raises(FrontendError, match="axes must be a constant known at import time"):
+        HetvmBackend.prepare(big)
+
+
+def test_small_integer_data_input_stays_an_input():
+    node = helper.make_node("CumSum", ["x", "axis"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.INT32, [2, 3]),
+                                            helper.make_tensor_value_info("axis", TensorProto.INT32, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [2, 3])])  # fmt: skip
+    rep = HetvmBackend.prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]))
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    for axis in (0, 1):
+        (y,) = rep.run([x, np.array(axis, np.int32)])
+        np.testing.assert_array_equal(y, np.cumsum(x, axis=axis))
+    assert rep.bound_inputs == ["axis"]
+    (y,) = rep.run([x + 1, np.array(1, np.int32)])  # new data, cached module
+    np.testing.assert_array_equal(y, np.cumsum(x + 1, axis=1))
+    assert len(rep._binder.cache) == 2
