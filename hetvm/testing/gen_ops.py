@@ -278,7 +278,10 @@ def op_view(g: FunctionGen) -> E.Expr | None:
         ones = [i for i, d in enumerate(shape) if is_one(d)]
         if not ones:
             return None
-        return R.squeeze(x, axis=[g.draw_choice(ones)] if g.draw_bool() else None)
+        # axis=None over symbolic dims has a result of unknown rank, which cannot be
+        # allocated (LegalizeOps refuses it with a StructInfoError): name an axis then
+        every = static_dims(shape) is not None and g.draw_bool()
+        return R.squeeze(x, axis=None if every else [g.draw_choice(ones)])
     if name == "permute_dims":
         if rank < 2:
             return None
