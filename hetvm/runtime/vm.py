@@ -294,9 +294,12 @@ def check_plan_fits(exe: Executable, devices: Sequence[Device]) -> None:
             continue
         for index, facts in per_device.items():
             try:
-                dev = devices[int(index)]
-            except (TypeError, ValueError, IndexError):
+                i = int(index)
+            except (TypeError, ValueError):
                 continue
+            if not 0 <= i < len(devices):
+                continue
+            dev = devices[i]
             capacity = get_api(dev).capacity
             if capacity is None or not isinstance(facts, dict):
                 continue
