@@ -8,8 +8,15 @@ from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
 from .attrs import as_dtype_arg, as_prim_arg, as_shape_arg, as_string_arg
-from .base import DeviceBehavior, fail, make_call, register_op, tensor_arg
-from .memory_common import EMPTY, check_imm, check_object, check_prim, check_shape, tensor_from
+from .base import DeviceBehavior, make_call, register_op, tensor_arg
+from .memory_common import (
+    EMPTY,
+    check_imm,
+    check_object,
+    check_prim,
+    check_shape,
+    infer_alloc_tensor,
+)
 
 __all__ = ["alloc_storage", "alloc_tensor", "kill_storage", "kill_tensor"]
 
@@ -20,18 +27,6 @@ def _infer_alloc_storage(call: E.Call) -> S.StructInfo:
     check_imm(call, 2, "storage_scope", E.StringImm)
     check_imm(call, 3, "dtype", E.DataTypeImm)
     return S.ObjectStructInfo()
-
-
-def _infer_alloc_tensor(call: E.Call) -> S.StructInfo:
-    if len(call.args) not in (4, 5):
-        raise fail(
-            "memory.alloc_tensor",
-            f"takes 4 or 5 arguments (storage, offset, shape, dtype[, runtime_device_index]), "
-            f"got {len(call.args)}",
-        )
-    check_object(call, 0, "storage")
-    check_prim(call, 1, "offset")
-    return tensor_from(call, 2, 3)
 
 
 def _infer_kill_storage(call: E.Call) -> S.StructInfo:
@@ -46,7 +41,7 @@ def _infer_kill_tensor(call: E.Call) -> S.StructInfo:
 
 _MEM = {"pure": False, "device_behavior": DeviceBehavior.MEMORY}
 register_op("memory.alloc_storage", _infer_alloc_storage, num_inputs=4, **_MEM)  # type: ignore[arg-type]
-register_op("memory.alloc_tensor", _infer_alloc_tensor, num_inputs=-1, **_MEM)  # type: ignore[arg-type]
+register_op("memory.alloc_tensor", infer_alloc_tensor, num_inputs=-1, **_MEM)  # type: ignore[arg-type]
 register_op("memory.kill_storage", _infer_kill_storage, num_inputs=1, **_MEM)  # type: ignore[arg-type]
 register_op("memory.kill_tensor", _infer_kill_tensor, num_inputs=1, **_MEM)  # type: ignore[arg-type]
 

@@ -48,3 +48,18 @@ def tensor_from(call: E.Call, shape_index: int, dtype_index: int) -> S.TensorStr
     values, ndim = shape_arg(call, shape_index, "shape")
     dtype = check_imm(call, dtype_index, "dtype", E.DataTypeImm)
     return S.TensorStructInfo(values, dtype, ndim)
+
+
+def infer_alloc_tensor(call: E.Call) -> S.StructInfo:
+    """``memory.alloc_tensor`` and ``vm.alloc_tensor``: (storage, offset, shape, dtype
+    [, runtime_device_index]) -> a tensor of that shape and dtype."""
+    op = call.op.name  # type: ignore[attr-defined]
+    if len(call.args) not in (4, 5):
+        raise fail(
+            op,
+            f"takes 4 or 5 arguments (storage, offset, shape, dtype[, runtime_device_index]), "
+            f"got {len(call.args)}",
+        )
+    check_object(call, 0, "storage")
+    check_prim(call, 1, "offset")
+    return tensor_from(call, 2, 3)
