@@ -255,8 +255,9 @@ class HetvmBackendRep(_BackendRep):  # type: ignore[misc,valid-type]
             bound = set(self._binder.names())
             args = [a for n, a in zip(self.input_names, args) if n not in bound]
         out = self.vm["main"](*args)
-        flat = _flatten(out)
-        return tuple(_to_numpy(v) for v in flat)
+        from .cli_support.session import flatten_outputs, to_numpy
+
+        return tuple(to_numpy(v) for v in flatten_outputs(out))
 
     def _arrange(self, inputs: Any) -> list[np.ndarray]:
         if isinstance(inputs, np.ndarray):
@@ -277,23 +278,6 @@ class HetvmBackendRep(_BackendRep):  # type: ignore[misc,valid-type]
                 f"given {len(inputs)}"
             )
         return [np.asarray(x) for x in inputs]
-
-
-def _flatten(value: Any) -> list[Any]:
-    if isinstance(value, (tuple, list)):
-        return [x for v in value for x in _flatten(v)]
-    return [value]
-
-
-def _to_numpy(value: Any) -> np.ndarray:
-    if hasattr(value, "numpy"):
-        dev = getattr(value, "device", None)
-        if dev is not None and getattr(dev, "kind", "cpu") != "cpu":
-            from .runtime.device import cpu
-
-            value = value.copyto(cpu(0))
-        return value.numpy()
-    return np.asarray(value)
 
 
 class HetvmBackend(_Backend):  # type: ignore[misc,valid-type]

@@ -143,13 +143,15 @@ def compile_program(
                     report, recorder.times)  # fmt: skip
 
 
-def _flatten(value: Any) -> list[Any]:
+def flatten_outputs(value: Any) -> list[Any]:
+    """A VM result (nested tuples of tensors) as a flat list."""
     if isinstance(value, (tuple, list)):
-        return [x for v in value for x in _flatten(v)]
+        return [x for v in value for x in flatten_outputs(v)]
     return [value]
 
 
-def _to_numpy(value: Any) -> np.ndarray:
+def to_numpy(value: Any) -> np.ndarray:
+    """A result as a host NumPy array (copied off an accelerator first)."""
     if hasattr(value, "numpy"):
         dev = getattr(value, "device", None)
         if dev is not None and getattr(dev, "kind", "cpu") != "cpu":
@@ -174,7 +176,7 @@ def run(compiled: Compiled, args: Sequence[np.ndarray], trace: bool = True, repe
         t0 = time.perf_counter()
         out = vm["main"](*args)
         seconds = time.perf_counter() - t0
-    outputs = [_to_numpy(v) for v in _flatten(out)]
+    outputs = [to_numpy(v) for v in flatten_outputs(out)]
     return RunResult(outputs, seconds, vm.memory_report(), vm.events, [str(d) for d in devices])
 
 
@@ -193,7 +195,7 @@ def _run_graph(compiled: Compiled, args: Sequence[np.ndarray], devices: list[Any
         t0 = time.perf_counter()
         gm.run()
         seconds = time.perf_counter() - t0
-    outputs = [_to_numpy(gm.get_output(i)) for i in range(gm.get_num_outputs())]
+    outputs = [to_numpy(gm.get_output(i)) for i in range(gm.get_num_outputs())]
     memory = gm.memory_report() if hasattr(gm, "memory_report") else {}
     return RunResult(outputs, seconds, memory, [], [str(d) for d in devices])
 
