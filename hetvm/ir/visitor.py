@@ -135,7 +135,12 @@ class ExprMutator:
 
     # -- leaves ------------------------------------------------------------
     def visit_var(self, var: E.Var) -> E.Expr:
-        return self.var_remap.get(var, var)
+        # follow chains: a definition renamed by visit_var_def and then re-typed
+        # by _retype is remapped twice (old -> renamed -> re-typed)
+        new = self.var_remap.get(var, var)
+        while isinstance(new, E.Var) and new is not var and new in self.var_remap:
+            var, new = new, self.var_remap[new]
+        return new
 
     def visit_global_var(self, gvar: E.GlobalVar) -> E.Expr:
         return gvar

@@ -275,3 +275,37 @@ def test_alias_of_a_copied_constant_is_read_on_its_device():
     vm = hetvm.VirtualMachine(exe, poison=True)
     out = vm["main"](np.ones((1, 2), "float32")).copyto(hetvm.cpu(0)).numpy()
     np.testing.assert_array_equal(out, np.full((1, 2), 2.0, "float32"))
+
+
+def test_renamed_then_retyped_definition_is_found_by_its_uses():
+    """ToNonDataflow renames a DataflowVar and ExprMutator re-types it again when its
+    value's struct info changed; uses must follow both renamings (the codegen said
+    "variable 'lv2' used before definition"). Found by the long run."""
+    src = '''
+n = TypeVar("n")
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global")]})
+    @R.function
+    def main(x0: R.Tensor((2, n, 4), dtype="bool", vdevice="sim:0:global"), x1: R.Tensor((3, 1, 1), dtype="int64")):
+        R.func_attr({"tir_var_upper_bound": {"n": 3}})
+        d0 = T.int64()
+        with R.dataflow():
+            lv: R.Tensor((d0, 1, 1), dtype="int64") = R.match_cast(x1, R.Tensor((d0, 1, 1), dtype="int64"))
+            lv1: R.Tensor((d0, 1, 1), dtype="int64", vdevice="sim:0:global") = R.hint_on_device(lv, R.device("sim", 0))
+            lv2 = x0, lv1
+            gv = lv1
+            gv1 = lv2
+            R.output(gv, gv1)
+        return (gv, (gv1,))
+'''
+    from hetvm.script import from_source
+
+    exe = hetvm.build(from_source(src))
+    vm = hetvm.VirtualMachine(exe, [hetvm.cpu(0), hetvm.device("sim", 0)])
+    x0 = np.ones((2, 3, 4), dtype=bool)
+    x1 = np.arange(3, dtype="int64").reshape(3, 1, 1)
+    gv, ((a, b),) = vm["main"](x0, x1)
+    np.testing.assert_array_equal(gv.copyto(hetvm.cpu(0)).numpy(), x1)
+    np.testing.assert_array_equal(b.copyto(hetvm.cpu(0)).numpy(), x1)
+    np.testing.assert_array_equal(a.copyto(hetvm.cpu(0)).numpy(), x0)
