@@ -95,6 +95,17 @@ vm.kill_object             obj -> ()                             -
 call_dps_packed            func: ExternFunc, args: Tuple         op_attrs: Attrs (opt), device: VDevice (opt);
                            (sinfo_args = [out_sinfo])            out_sinfo -> Call.sinfo_args[0]
 null_value                 - -> Object                           -
+tan asin acos atan sinh    data                                  -
+cosh asinh acosh atanh
+isnan isinf isfinite       data (result bool)                    -
+mod floor_mod bitwise_*    lhs, rhs                              -
+left_shift right_shift
+bitwise_not                data                                  -
+cumsum cumprod             data                                  axis, dtype, exclusive
+gather_elements            data, indices                         axis: int
+einsum                     operands: Tuple                       subscripts: str
+shape_of                   data -> Shape (host only)             -
+shape_to_tensor            shape -> int64 tensor (host only)     -
 =========================  ====================================  ==========================================
 
 Not ops: ``call_packed(func, *args, sinfo_args=None, **attrs)`` builds
