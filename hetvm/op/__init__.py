@@ -104,8 +104,6 @@ bitwise_not                data                                  -
 cumsum cumprod             data                                  axis, dtype, exclusive
 gather_elements            data, indices                         axis: int
 einsum                     operands: Tuple                       subscripts: str
-shape_of                   data -> Shape (host only)             -
-shape_to_tensor            shape -> int64 tensor (host only)     -
 =========================  ====================================  ==========================================
 
 Not ops: ``call_packed(func, *args, sinfo_args=None, **attrs)`` builds
