@@ -1,7 +1,7 @@
 """``hetvm.build``: the default compilation pipeline, from IRModule to executable.
 
 Order matters and each step is a named pass (see ``default_pipeline``):
-Normalize → FoldConstant → FoldScaleAxis → PlanDevices → LegalizeOps →
+Normalize → FoldConstant → FoldScaleAxis → FuseConvEpilogue → PlanDevices → LegalizeOps →
 ToNonDataflow → CallTIRRewrite → StaticPlanBlockMemory → LowerAllocTensor →
 KillAfterLastUse, then VM codegen (or graph-executor codegen).
 """
@@ -19,6 +19,7 @@ from .transform import (
     CallTIRRewrite,
     FoldConstant,
     FoldScaleAxis,
+    FuseConvEpilogue,
     KillAfterLastUse,
     LegalizeOps,
     LowerAllocTensor,
@@ -56,6 +57,7 @@ def default_pipeline(
         Normalize(),
         FoldConstant(),
         FoldScaleAxis(),
+        FuseConvEpilogue(),
         PlanDevices(
             default_vdevice=default_vdevice,
             host_vdevice=host_vdevice,

@@ -8,6 +8,7 @@ from .canonicalize_bindings import CanonicalizeBindings
 from .dead_code_elimination import DeadCodeElimination
 from .fold_constant import FoldConstant
 from .fold_scale_axis import FoldScaleAxis
+from .fuse_conv_epilogue import FuseConvEpilogue
 from .kill_after_last_use import KillAfterLastUse
 from .legalize_ops import LegalizeOps
 from .lower_alloc_tensor import LowerAllocTensor
@@ -36,6 +37,7 @@ __all__ = [
     "DeadCodeElimination",
     "FoldConstant",
     "FoldScaleAxis",
+    "FuseConvEpilogue",
     "KillAfterLastUse",
     "LegalizeOps",
     "LowerAllocTensor",

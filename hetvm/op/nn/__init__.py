@@ -2,12 +2,14 @@
 
 from .activation import gelu, gelu_tanh, leakyrelu, log_softmax, relu, silu, softmax
 from .conv import conv2d
+from .fused import conv2d_bias_act
 from .norm import batch_norm, dropout, layer_norm
 from .pad import pad
 from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
 __all__ = [
     "conv2d",
+    "conv2d_bias_act",
     "max_pool2d",
     "avg_pool2d",
     "adaptive_avg_pool2d",

@@ -1,0 +1,341 @@
+"""FuseConvEpilogue: nn.conv2d + per-channel bias add + relu become one nn.conv2d_bias_act."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import hetvm
+import hetvm.op as op
+from hetvm.frontend import from_onnx
+from hetvm.ir import BlockBuilder, Call, Op, TensorStructInfo, Var, const
+from hetvm.ir import expr as E
+from hetvm.ir.structural import assert_structural_equal
+from hetvm.pipeline import default_pipeline
+from hetvm.script import from_source
+from hetvm.transform import FoldConstant, FoldScaleAxis, FuseConvEpilogue, Normalize, PassContext
+
+F32 = "float32"
+
+
+def _rng():
+    return np.random.default_rng(0)
+
+
+def _rand(rng, *shape, dtype=F32, positive=False):
+    a = rng.standard_normal(shape)
+    if positive:
+        a = np.abs(a) + 0.5
+    return a.astype(dtype)
+
+
+def _module(body_fn, x_shape=(2, 4, 8, 8), extra_params=()):
+    x = Var("x", struct_info=TensorStructInfo(x_shape, F32))
+    bb = BlockBuilder()
+    with bb.function("main", [x, *extra_params]):
+        with bb.dataflow():
+            out = bb.emit_output(body_fn(bb, x, *extra_params))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _bindings(mod, name="main"):
+    return [b for blk in mod[name].body.blocks for b in blk.bindings]
+
+
+def _calls(mod):
+    return [
+        b.value for b in _bindings(mod) if isinstance(b.value, Call) and isinstance(b.value.op, Op)
+    ]
+
+
+def _ops(mod):
+    return [c.op.name for c in _calls(mod)]
+
+
+def _run(mod, *args, fuse=True):
+    disabled = [] if fuse else ["FuseConvEpilogue"]
+    with PassContext(disabled_pass=disabled):
+        exe = hetvm.build(mod)
+    out = hetvm.VirtualMachine(exe)["main"](*args)
+    return out.numpy() if hasattr(out, "numpy") else [o.numpy() for o in out]
+
+
+def _fuses_once(mod):
+    out = FuseConvEpilogue()(mod)
+    assert_structural_equal(FuseConvEpilogue()(out), out)  # idempotent
+    return out
+
+
+def _close(a, b):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+# -- fusing ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bias_shape", [(6, 1, 1), (1, 6, 1, 1)])
+@pytest.mark.parametrize("bias_first", [False, True])
+def test_conv_bias_relu_becomes_one_call(bias_shape, bias_first):
+    rng = _rng()
+    w, b = _rand(rng, 6, 4, 3, 3), _rand(rng, *bias_shape)
+
+    def body(bb, x):
+        y = bb.emit(op.nn.conv2d(x, const(w), padding=1, strides=(1, 2)))
+        z = bb.emit(op.add(const(b), y) if bias_first else op.add(y, const(b)))
+        return op.nn.relu(z)
+
+    mod = _module(body)
+    out = _fuses_once(mod)
+    (call,) = _calls(out)
+    assert call.op.name == "nn.conv2d_bias_act"
+    assert call.attrs["activation"] == "relu"
+    assert call.attrs["padding"] == (1, 1, 1, 1) and call.attrs["strides"] == (1, 2)
+    assert call.args[0] is out["main"].params[0] and call.args[1].data is w
+    np.testing.assert_array_equal(call.args[2].data, b.reshape(6))
+    assert call.args[2].struct_info.shape[0].value == 6
+    assert call.struct_info.shape == _calls(mod)[-1].struct_info.shape
+    assert (
+        mod["main"].body.blocks[0].bindings[-1].var.name_hint
+        == out["main"].body.blocks[0].bindings[-1].var.name_hint
+    )
+    assert "nn.conv2d_bias_act" in hetvm.pipeline.lower(mod).script()
+    x = _rand(rng, 2, 4, 8, 8)
+    got = _run(mod, x)
+    _close(got, _run(mod, x, fuse=False))
+    assert got.min() == 0.0
+
+
+def test_bias_without_relu_and_relu_without_bias():
+    rng = _rng()
+    w1, b1, w2 = _rand(rng, 6, 4, 3, 3), _rand(rng, 6, 1, 1), _rand(rng, 3, 6, 1, 1)
+
+    def body(bb, x):
+        y = bb.emit(op.nn.conv2d(x, const(w1), padding=1))
+        z = bb.emit(op.add(y, const(b1)))
+        c = bb.emit(op.nn.conv2d(z, const(w2)))
+        return op.nn.relu(c)
+
+    mod = _module(body)
+    out = _fuses_once(mod)
+    calls = _calls(out)
+    assert [c.op.name for c in calls] == ["nn.conv2d_bias_act"] * 2
+    assert [c.attrs["activation"] for c in calls] == ["none", "relu"]
+    np.testing.assert_array_equal(calls[1].args[2].data, np.zeros(3, F32))
+    assert calls[1].args[0].name_hint == _bindings(mod)[1].var.name_hint
+    x = _rand(rng, 2, 4, 8, 8)
+    _close(_run(mod, x), _run(mod, x, fuse=False))
+
+
+def test_grouped_and_weight_parameter_fuse():
+    rng = _rng()
+    wv = Var("w", struct_info=TensorStructInfo((8, 2, 3, 3), F32))
+    b = _rand(rng, 8, 1, 1)
+
+    def body(bb, x, w):
+        y = bb.emit(op.nn.conv2d(x, w, groups=2, dilation=2, padding=2))
+        z = bb.emit(op.add(y, const(b)))
+        return op.nn.relu(z)
+
+    mod = _module(body, extra_params=(wv,))
+    out = _fuses_once(mod)
+    assert _ops(out) == ["nn.conv2d_bias_act"]
+    x, w = _rand(rng, 2, 4, 8, 8), _rand(rng, 8, 2, 3, 3)
+    _close(_run(mod, x, w), _run(mod, x, w, fuse=False))
+
+
+def test_in_default_pipeline_after_fold_scale_axis():
+    host = hetvm.pipeline.target_vdevice("llvm")
+    names = [p.name for p in default_pipeline(host, host).passes]
+    assert names.index("FuseConvEpilogue") == names.index("FoldScaleAxis") + 1
+    assert names.index("FuseConvEpilogue") < names.index("PlanDevices")
+
+
+def test_text_form_round_trips():
+    rng = _rng()
+    w, b = _rand(rng, 6, 4, 3, 3), _rand(rng, 6, 1, 1)
+
+    def body(bb, x):
+        y = bb.emit(op.nn.conv2d(x, const(w), padding=(1, 0), strides=2))
+        z = bb.emit(op.add(y, const(b)))
+        return op.nn.relu(z)
+
+    out = FuseConvEpilogue()(_module(body))
+    text = out.script()
+    assert "R.nn.conv2d_bias_act(" in text and 'activation="relu"' in text
+    again = from_source(text)
+    assert_structural_equal(again, out)
+    assert again.script() == text
+
+
+def test_constructor_round_trips_and_checks():
+    x = Var("x", struct_info=TensorStructInfo((1, 4, 8, 8), F32))
+    w = Var("w", struct_info=TensorStructInfo((6, 4, 3, 3), F32))
+    b = Var("b", struct_info=TensorStructInfo((6,), F32))
+    call = op.nn.conv2d_bias_act(x, w, b, padding=1, activation="relu")
+    assert call.struct_info.shape == op.nn.conv2d(x, w, padding=1).struct_info.shape
+    assert_structural_equal(op.nn.conv2d_bias_act(*call.args, **call.attrs), call)
+    bad = Var("b", struct_info=TensorStructInfo((5,), F32))
+    with pytest.raises(hetvm.errors.StructInfoError, match="5 values"):
+        op.nn.conv2d_bias_act(x, w, bad)
+    with pytest.raises(hetvm.errors.StructInfoError, match="activation"):
+        op.nn.conv2d_bias_act(x, w, b, activation="gelu")
+
+
+# -- not fusing ------------------------------------------------------------------
+
+W6 = _rand(_rng(), 6, 4, 3, 3)
+
+
+def _nofuse_cases():
+    def lone_conv(bb, x):
+        return op.nn.conv2d(x, const(W6))
+
+    def conv_used_twice(bb, x):
+        y = bb.emit(op.nn.conv2d(x, const(W6)))
+        z = bb.emit(op.add(y, const(np.ones((6, 1, 1), F32))))
+        return op.add(z, y)
+
+    def conv_used_twice_relu(bb, x):
+        y = bb.emit(op.nn.conv2d(x, const(W6)))
+        r = bb.emit(op.nn.relu(y))
+        return E.Tuple((r, y))
+
+    def bias_is_param(bb, x, b):
+        y = bb.emit(op.nn.conv2d(x, const(W6)))
+        return op.add(y, b)
+
+    def bias_not_per_channel(bb, x):
+        y = bb.emit(op.nn.conv2d(x, const(W6)))
+        return op.add(y, const(np.ones((6, 6, 6), F32)))
+
+    def bias_on_width(bb, x):
+        y = bb.emit(op.nn.conv2d(x, const(W6)))
+        return op.add(y, const(np.ones((6,), F32)))
+
+    def bias_grows_result(bb, x):
+        y = bb.emit(op.nn.conv2d(x, const(W6)))
+        return op.add(y, const(np.ones((3, 6, 1, 1), F32)))
+
+    def bias_by_itself(bb, x):
+        y = bb.emit(op.nn.conv2d(x, const(W6)))
+        return op.add(y, y)
+
+    def nhwc_layout(bb, x):
+        y = bb.emit(op.nn.conv2d(x, const(_rand(_rng(), 6, 8, 3, 3)), data_layout="NHWC"))
+        return op.nn.relu(y)
+
+    bias_param = Var("b", struct_info=TensorStructInfo((6, 1, 1), F32))
+    return {
+        "lone_conv": (lone_conv, ()),
+        "conv_used_twice": (conv_used_twice, ()),
+        "conv_used_twice_relu": (conv_used_twice_relu, ()),
+        "bias_is_param": (bias_is_param, (bias_param,)),
+        "bias_not_per_channel": (bias_not_per_channel, ()),
+        "bias_on_width": (bias_on_width, ()),
+        "bias_grows_result": (bias_grows_result, ()),
+        "bias_by_itself": (bias_by_itself, ()),
+        "nhwc_layout": (nhwc_layout, ()),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_nofuse_cases()))
+def test_left_alone(case):
+    body, params = _nofuse_cases()[case]
+    mod = _module(body, x_shape=(3, 4, 8, 8), extra_params=params)
+    assert FuseConvEpilogue()(mod) is mod
+
+
+def test_add_with_other_use_fuses_bias_only():
+    """z = conv + b is returned as well: conv and the add fuse, the relu stays."""
+    rng = _rng()
+    w, b = _rand(rng, 6, 4, 3, 3), _rand(rng, 6, 1, 1)
+
+    def body(bb, x):
+        y = bb.emit(op.nn.conv2d(x, const(w)))
+        z = bb.emit(op.add(y, const(b)))
+        r = bb.emit(op.nn.relu(z))
+        return E.Tuple((z, r))
+
+    mod = _module(body)
+    out = _fuses_once(mod)
+    calls = _calls(out)
+    assert [c.op.name for c in calls] == ["nn.conv2d_bias_act", "nn.relu"]
+    assert calls[0].attrs["activation"] == "none"
+    x = _rand(rng, 2, 4, 8, 8)
+    for a, r in zip(_run(mod, x), _run(mod, x, fuse=False)):
+        _close(a, r)
+
+
+# -- ONNX conv + BatchNormalization + Relu -------------------------------------------
+
+
+def _conv_bn_model(rng):
+    """Conv(bias) -> BN -> Relu -> grouped Conv -> BN -> Relu -> Conv(no bias) -> BN."""
+    nodes, inits = [], []
+
+    def init(name, arr):
+        inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def bn(inp, out, c):
+        nodes.append(helper.make_node(
+            "BatchNormalization",
+            [inp, init(out + "_g", _rand(rng, c)), init(out + "_b", _rand(rng, c)), init(out + "_m", _rand(rng, c)),
+             init(out + "_v", _rand(rng, c, positive=True))],
+            [out], epsilon=1e-3,
+        ))  # fmt: skip
+
+    nodes.append(helper.make_node("Conv", ["x", init("w1", _rand(rng, 8, 3, 3, 3)), init("b1", _rand(rng, 8))],
+                                  ["c1"], pads=[1, 1, 1, 1]))  # fmt: skip
+    bn("c1", "n1", 8)
+    nodes.append(helper.make_node("Relu", ["n1"], ["r1"]))
+    nodes.append(helper.make_node("Conv", ["r1", init("w2", _rand(rng, 8, 2, 3, 3))], ["c2"], group=4,
+                                  strides=[2, 2], pads=[1, 1, 1, 1]))  # fmt: skip
+    bn("c2", "n2", 8)
+    nodes.append(helper.make_node("Relu", ["n2"], ["r2"]))
+    nodes.append(helper.make_node("Conv", ["r2", init("w3", _rand(rng, 5, 8, 1, 1))], ["c3"]))
+    bn("c3", "y", 5)
+    graph = helper.make_graph(
+        nodes, "conv_bn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 10, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, 5, 5])],
+        inits,
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_onnx_conv_batch_norm_relu_fuses():
+    rng = _rng()
+    model = _conv_bn_model(rng)
+    mod = from_onnx(model)
+    prepared = FoldScaleAxis()(FoldConstant()(Normalize()(mod)))
+    out = _fuses_once(prepared)
+    calls = _calls(out)
+    assert [c.op.name for c in calls] == ["nn.conv2d_bias_act"] * 3
+    assert [c.attrs["activation"] for c in calls] == ["relu", "relu", "none"]
+    x = _rand(rng, 2, 3, 10, 10)
+    got = _run(mod, x)
+    _close(got, _run(mod, x, fuse=False))
+
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = sess.run(None, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_input_module_is_not_mutated():
+    rng = _rng()
+    w, b = _rand(rng, 6, 4, 3, 3), _rand(rng, 6, 1, 1)
+
+    def body(bb, x):
+        y = bb.emit(op.nn.conv2d(x, const(w)))
+        return op.nn.relu(bb.emit(op.add(y, const(b))))
+
+    mod = _module(body)
+    text = mod.script()
+    FuseConvEpilogue()(mod)
+    assert mod.script() == text
+    assert _ops(mod) == ["nn.conv2d", "add", "nn.relu"]
