@@ -32,58 +32,23 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import expr as E
-from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.module import IRModule
-from ..ir.visitor import ExprMutator, ExprVisitor
 from ..op.base import make_call
+from ._conv_chain import ConvChainRewriter, nchw_float_conv, op_name, tensor_sinfo, use_counts
 from .pass_infra import FunctionPass, PassContext
-
-_FLOAT_DTYPES = ("float16", "float32", "float64")
-
-
-class _UseCounter(ExprVisitor):
-    """How many times each variable is read in a function (definitions excluded)."""
-
-    def __init__(self) -> None:
-        self.counts: dict[E.Var, int] = {}
-
-    def visit_var(self, var: E.Var) -> None:
-        self.counts[var] = self.counts.get(var, 0) + 1
-
-
-def _op_name(value: E.Expr) -> str | None:
-    if isinstance(value, E.Call) and isinstance(value.op, E.Op):
-        return value.op.name
-    return None
-
-
-def _tensor_sinfo(expr: E.Expr) -> S.TensorStructInfo | None:
-    sinfo = expr.struct_info
-    return sinfo if isinstance(sinfo, S.TensorStructInfo) else None
 
 
 def _foldable_conv(value: E.Expr) -> tuple[E.Constant, int, str] | None:
     """(weight, out channels, dtype) when ``value`` is a conv2d whose weight can take a scale."""
-    if _op_name(value) != "nn.conv2d":
+    found = nchw_float_conv(value)
+    if found is None:
         return None
-    call: E.Call = value  # type: ignore[assignment]
-    if len(call.args) != 2 or not isinstance(call.args[1], E.Constant):
+    call, channels, dtype = found
+    weight = call.args[1]
+    if not isinstance(weight, E.Constant) or weight.data.ndim != 4 or weight.data.shape[0] != channels:
         return None
-    at = call.attrs
-    if (at.get("data_layout"), at.get("kernel_layout"), at.get("out_layout")) != ("NCHW", "OIHW", "NCHW"):
-        return None
-    weight: E.Constant = call.args[1]  # type: ignore[assignment]
-    out = _tensor_sinfo(call)
-    data = _tensor_sinfo(call.args[0])
-    dtype = str(weight.data.dtype)
-    if out is None or data is None or weight.data.ndim != 4 or dtype not in _FLOAT_DTYPES:
-        return None
-    if out.dtype != dtype or data.dtype != dtype or at.get("out_dtype") not in (None, dtype):
-        return None
-    if out.ndim != 4 or out.shape is None or P.const_value(out.shape[1]) != weight.data.shape[0]:
-        return None
-    return weight, int(weight.data.shape[0]), dtype
+    return weight, channels, dtype
 
 
 def _channel_vector(const: E.Expr, channels: int, dtype: str) -> np.ndarray | None:
@@ -102,7 +67,7 @@ def _channel_vector(const: E.Expr, channels: int, dtype: str) -> np.ndarray | No
 
 def _affine_step(value: E.Expr, cur: E.Var) -> tuple[str, E.Expr] | None:
     """``("multiply"|"add", constant operand)`` when ``value`` is ``cur`` op constant."""
-    name = _op_name(value)
+    name = op_name(value)
     if name not in ("multiply", "add"):
         return None
     call: E.Call = value  # type: ignore[assignment]
@@ -128,42 +93,11 @@ class _Plan:
         self.bias = bias
 
 
-class _Folder(ExprMutator):
-    def __init__(self, mod: IRModule, uses: dict[E.Var, int]) -> None:
-        super().__init__(mod)
-        self.uses = uses
+class _Folder(ConvChainRewriter):
+    def match_conv(self, value: E.Expr) -> tuple[E.Constant, int, str] | None:
+        return _foldable_conv(value)
 
-    # -- planning ------------------------------------------------------------
-    def _plan_block(self, block: E.BindingBlock) -> tuple[dict[E.Var, _Plan], set[E.Var]]:
-        user: dict[E.Var, E.VarBinding] = {}  # var -> the binding of this block reading it
-        for b in block.bindings:
-            if isinstance(b, E.VarBinding) and isinstance(b.value, E.Call):
-                for a in b.value.args:
-                    if isinstance(a, E.Var):
-                        user.setdefault(a, b)
-        plans: dict[E.Var, _Plan] = {}
-        dropped: set[E.Var] = set()
-        for b in block.bindings:
-            if not isinstance(b, E.VarBinding):
-                continue
-            conv = _foldable_conv(b.value)
-            if conv is None:
-                continue
-            plan = self._chain(b, conv, user)
-            if plan is not None:
-                plans[plan.end.var] = plan
-                dropped.add(b.var)
-        for plan in plans.values():
-            cur = plan.conv.var
-            while cur is not plan.end.var:
-                nxt = user[cur]
-                dropped.add(nxt.var)
-                cur = nxt.var
-        for end in plans:
-            dropped.discard(end)
-        return plans, dropped
-
-    def _chain(
+    def chain(
         self, conv: E.VarBinding, info: tuple[E.Constant, int, str], user: dict[E.Var, E.VarBinding]
     ) -> _Plan | None:
         weight, channels, dtype = info
@@ -178,7 +112,7 @@ class _Folder(ExprMutator):
                 break
             kind, operand = step
             vec = _channel_vector(operand, channels, dtype)
-            out = _tensor_sinfo(nxt.var)
+            out = tensor_sinfo(nxt.var)
             if vec is None or out is None or out.dtype != dtype:
                 break
             if kind == "multiply":
@@ -204,22 +138,7 @@ class _Folder(ExprMutator):
             new_bias = E.Constant(arr, struct_info=_like(weight, arr))
         return _Plan(conv, end, new_weight, new_bias)
 
-    # -- rewriting -------------------------------------------------------------
-    def visit_binding_block(self, block: E.BindingBlock) -> E.BindingBlock:
-        plans, dropped = self._plan_block(block)
-        if not plans:
-            return super().visit_binding_block(block)
-        self._emitted.append([])
-        for binding in block.bindings:
-            var = binding.var
-            if var in plans:
-                self._emit_folded(plans[var], isinstance(block, E.DataflowBlock))
-            elif var not in dropped:
-                self.visit_binding(binding)
-        out = self._emitted.pop()
-        return type(block)(tuple(out), span=block.span)
-
-    def _emit_folded(self, plan: _Plan, dataflow: bool) -> None:
+    def emit_plan(self, plan: _Plan, dataflow: bool) -> None:
         conv: E.Call = plan.conv.value  # type: ignore[assignment]
         data = self.visit_expr(conv.args[0])
         if data is conv.args[0]:  # same input, weight of the same shape, dtype and vdevice
@@ -250,6 +169,4 @@ class FoldScaleAxis(FunctionPass):
     def transform_function(self, func: E.Function, mod: IRModule, ctx: PassContext) -> E.Function:
         if not isinstance(func, E.Function):
             return func
-        counter = _UseCounter()
-        counter.visit_expr(func)
-        return _Folder(mod, counter.counts).visit_expr(func)  # type: ignore[return-value]
+        return _Folder(mod, use_counts(func)).visit_expr(func)  # type: ignore[return-value]

@@ -28,14 +28,12 @@ from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.module import IRModule
-from ..ir.visitor import ExprMutator
 from ..op.base import make_call
-from .fold_scale_axis import _UseCounter
+from ._conv_chain import ConvChainRewriter, nchw_float_conv, op_name, tensor_sinfo, use_counts
 from .pass_infra import FunctionPass, PassContext
 
 __all__ = ["FuseConvEpilogue"]
 
-_FLOAT_DTYPES = ("float16", "float32", "float64")
 _CONV_ATTRS = (
     "strides",
     "padding",
@@ -48,48 +46,16 @@ _CONV_ATTRS = (
 )
 
 
-def _op_name(value: E.Expr) -> str | None:
-    if isinstance(value, E.Call) and isinstance(value.op, E.Op):
-        return value.op.name
-    return None
-
-
-def _tensor(expr: E.Expr) -> S.TensorStructInfo | None:
-    sinfo = expr.struct_info
-    return sinfo if isinstance(sinfo, S.TensorStructInfo) else None
-
-
 def _fusable_conv(value: E.Expr) -> tuple[int, str] | None:
     """(output channels, dtype) when ``value`` is a conv2d the fused kernel runs."""
-    if _op_name(value) != "nn.conv2d":
-        return None
-    call: E.Call = value  # type: ignore[assignment]
-    if len(call.args) != 2 or call.sinfo_args:
-        return None
-    at = call.attrs
-    if (at.get("data_layout"), at.get("kernel_layout"), at.get("out_layout")) != (
-        "NCHW",
-        "OIHW",
-        "NCHW",
-    ):
-        return None
-    out = _tensor(call)
-    if out is None or out.dtype not in _FLOAT_DTYPES or out.shape is None or out.ndim != 4:
-        return None
-    if at.get("out_dtype") not in (None, out.dtype):
-        return None
-    for arg in call.args:
-        s = _tensor(arg)
-        if s is None or s.dtype != out.dtype:
-            return None
-    channels = P.const_value(out.shape[1])
-    return (channels, out.dtype) if channels is not None else None
+    found = nchw_float_conv(value)
+    return None if found is None else found[1:]
 
 
 def _bias_vector(value: E.Expr, cur: E.Var, channels: int, dtype: str) -> np.ndarray | None:
     """The bias as a (C,) array when ``value`` is ``add(cur, b)`` / ``add(b, cur)``
     with ``b`` a per-channel Constant of ``dtype`` that does not grow the result."""
-    if _op_name(value) != "add":
+    if op_name(value) != "add":
         return None
     call: E.Call = value  # type: ignore[assignment]
     if len(call.args) != 2 or call.sinfo_args:
@@ -101,7 +67,7 @@ def _bias_vector(value: E.Expr, cur: E.Var, channels: int, dtype: str) -> np.nda
     data = const.data
     if str(data.dtype) != dtype or data.shape not in ((channels, 1, 1), (1, channels, 1, 1)):
         return None
-    out, src = _tensor(call), _tensor(cur)
+    out, src = tensor_sinfo(call), tensor_sinfo(cur)
     if out is None or src is None or out.dtype != dtype or out.shape is None or src.shape is None:
         return None
     if len(out.shape) != 4 or any(not P.prove_equal(x, y) for x, y in zip(out.shape, src.shape)):
@@ -110,12 +76,12 @@ def _bias_vector(value: E.Expr, cur: E.Var, channels: int, dtype: str) -> np.nda
 
 
 def _vdevice(var: E.Var) -> object:
-    sinfo = _tensor(var)
+    sinfo = tensor_sinfo(var)
     return sinfo.vdevice if sinfo is not None else None
 
 
 def _is_relu_of(value: E.Expr, cur: E.Var) -> bool:
-    if _op_name(value) != "nn.relu":
+    if op_name(value) != "nn.relu":
         return False
     call: E.Call = value  # type: ignore[assignment]
     return len(call.args) == 1 and call.args[0] is cur and not call.sinfo_args
@@ -131,37 +97,11 @@ class _Plan:
         self.activation = activation
 
 
-class _Fuser(ExprMutator):
-    def __init__(self, mod: IRModule, uses: dict[E.Var, int]) -> None:
-        super().__init__(mod)
-        self.uses = uses
+class _Fuser(ConvChainRewriter):
+    def match_conv(self, value: E.Expr) -> tuple[int, str] | None:
+        return _fusable_conv(value)
 
-    def _plan_block(self, block: E.BindingBlock) -> tuple[dict[E.Var, _Plan], set[E.Var]]:
-        user: dict[E.Var, E.VarBinding] = {}  # var -> the first binding of this block reading it
-        for b in block.bindings:
-            if isinstance(b, E.VarBinding) and isinstance(b.value, E.Call):
-                for a in b.value.args:
-                    if isinstance(a, E.Var):
-                        user.setdefault(a, b)
-        plans: dict[E.Var, _Plan] = {}
-        dropped: set[E.Var] = set()
-        for b in block.bindings:
-            if not isinstance(b, E.VarBinding):
-                continue
-            info = _fusable_conv(b.value)
-            if info is None:
-                continue
-            plan = self._chain(b, info, user)
-            if plan is None:
-                continue
-            plans[plan.end.var] = plan
-            cur = b.var
-            while cur is not plan.end.var:
-                dropped.add(cur)
-                cur = user[cur].var
-        return plans, dropped
-
-    def _chain(
+    def chain(
         self, conv: E.VarBinding, info: tuple[int, str], user: dict[E.Var, E.VarBinding]
     ) -> _Plan | None:
         channels, dtype = info
@@ -174,7 +114,7 @@ class _Fuser(ExprMutator):
             if bias is not None:
                 cur, end = nxt.var, nxt
         if self.uses.get(cur, 0) == 1 and cur in user and _is_relu_of(user[cur].value, cur):
-            out = _tensor(user[cur].var)
+            out = tensor_sinfo(user[cur].var)
             if out is not None and out.dtype == dtype:
                 end = user[cur]
                 activation = "relu"
@@ -187,25 +127,11 @@ class _Fuser(ExprMutator):
             bias = np.zeros(channels, dtype=dtype)
         return _Plan(conv, end, bias, activation)
 
-    def visit_binding_block(self, block: E.BindingBlock) -> E.BindingBlock:
-        plans, dropped = self._plan_block(block)
-        if not plans:
-            return super().visit_binding_block(block)
-        self._emitted.append([])
-        for binding in block.bindings:
-            var = binding.var
-            if var in plans:
-                self._emit_fused(plans[var])
-            elif var not in dropped:
-                self.visit_binding(binding)
-        out = self._emitted.pop()
-        return type(block)(tuple(out), span=block.span)
-
-    def _emit_fused(self, plan: _Plan) -> None:
+    def emit_plan(self, plan: _Plan, dataflow: bool) -> None:
         conv: E.Call = plan.conv.value  # type: ignore[assignment]
         data = self.visit_expr(conv.args[0])
         weight = self.visit_expr(conv.args[1])
-        vdev = _tensor(conv.args[1]).vdevice  # type: ignore[union-attr]
+        vdev = tensor_sinfo(conv.args[1]).vdevice  # type: ignore[union-attr]
         bias = E.Constant(plan.bias, struct_info=S.TensorStructInfo(plan.bias.shape, str(plan.bias.dtype),
                                                                     vdevice=vdev))  # fmt: skip
         attrs = {k: conv.attrs[k] for k in _CONV_ATTRS}
@@ -230,6 +156,4 @@ class FuseConvEpilogue(FunctionPass):
     def transform_function(self, func: E.Function, mod: IRModule, ctx: PassContext) -> E.Function:
         if not isinstance(func, E.Function):
             return func
-        counter = _UseCounter()
-        counter.visit_expr(func)
-        return _Fuser(mod, counter.counts).visit_expr(func)  # type: ignore[return-value]
+        return _Fuser(mod, use_counts(func)).visit_expr(func)  # type: ignore[return-value]
