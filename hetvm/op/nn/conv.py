@@ -95,14 +95,30 @@ def conv2d(
     as TVM does, so a call built here and the one TVM prints
     (``out_layout="NCHW"``) are the same call.
     """
-    attrs = {
-        "strides": int_tuple(OP, "strides", strides, 2),
-        "padding": padding4(OP, padding),
-        "dilation": int_tuple(OP, "dilation", dilation, 2),
-        "groups": as_int(OP, "groups", groups),
+    attrs = conv2d_attrs(OP, strides, padding, dilation, groups, data_layout, kernel_layout, out_layout, out_dtype)
+    return make_call(OP, [data, weight], attrs)
+
+
+def conv2d_attrs(
+    op: str,
+    strides: Any,
+    padding: Any,
+    dilation: Any,
+    groups: int,
+    data_layout: str,
+    kernel_layout: str,
+    out_layout: str | None,
+    out_dtype: Any,
+) -> dict[str, Any]:
+    """The normalised attrs of ``nn.conv2d`` (shared by the ops built on it);
+    errors name ``op``."""
+    return {
+        "strides": int_tuple(op, "strides", strides, 2),
+        "padding": padding4(op, padding),
+        "dilation": int_tuple(op, "dilation", dilation, 2),
+        "groups": as_int(op, "groups", groups),
         "data_layout": str(data_layout),
         "kernel_layout": str(kernel_layout),
         "out_layout": str(data_layout if out_layout is None else out_layout),
         "out_dtype": dtype_str(out_dtype),
     }
-    return make_call(OP, [data, weight], attrs)

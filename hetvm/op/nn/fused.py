@@ -15,9 +15,9 @@ from ...ir import expr as E
 from ...ir import prim as P
 from ...ir import struct_info as S
 from ...ir.op_registry import get_op, infer_call
-from ..attrs import as_int, dtype_str, int_tuple, padding4
 from ..base import fail, make_call, register_op, tensor_arg
 from .conv import ATTRS as CONV_ATTRS
+from .conv import conv2d_attrs
 
 __all__ = ["conv2d_bias_act"]
 
@@ -72,15 +72,6 @@ def conv2d_bias_act(
 ) -> E.Call:
     """``activation(nn.conv2d(data, weight, ...) + bias[c])``; ``activation`` is
     ``"relu"`` or ``"none"``; the conv attrs are ``nn.conv2d``'s."""
-    attrs = {
-        "strides": int_tuple(OP, "strides", strides, 2),
-        "padding": padding4(OP, padding),
-        "dilation": int_tuple(OP, "dilation", dilation, 2),
-        "groups": as_int(OP, "groups", groups),
-        "data_layout": str(data_layout),
-        "kernel_layout": str(kernel_layout),
-        "out_layout": str(data_layout if out_layout is None else out_layout),
-        "out_dtype": dtype_str(out_dtype),
-        "activation": str(activation),
-    }
+    attrs = conv2d_attrs(OP, strides, padding, dilation, groups, data_layout, kernel_layout, out_layout, out_dtype)
+    attrs["activation"] = str(activation)
     return make_call(OP, [data, weight, bias], attrs)
