@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["store", "same_shape", "axes_or_none", "as_ints", "erf"]
+import numpy as np
+
+__all__ = ["store", "same_shape", "axes_or_none", "as_ints", "erf", "relu_into"]
 
 
 def store(out: Any, value: Any) -> None:
@@ -20,6 +22,42 @@ def same_shape(x: Any, out: Any) -> None:
     into the buffer silently; a mismatch is an error, as in :func:`store`."""
     if x.shape != out.shape:
         raise ValueError(f"kernel result has shape {tuple(x.shape)}, output buffer {tuple(out.shape)}")
+
+
+# NumPy's ``maximum`` with a scalar operand runs a loop several times slower
+# than with two arrays (measured with NumPy 2.4 on AVX-512: 245 against 60-80 us
+# for 3.2 MB), so relu compares against a cached row of zeros broadcast over
+# the outer rows instead. Rows are the trailing dimensions' product, capped so
+# the cached rows stay small; tiny arrays keep the scalar form (call overhead wins).
+_ZERO_ROWS: dict[tuple[int, Any], Any] = {}
+_ROW_MAX = 1 << 16
+_ROW_MIN = 64
+
+
+def _zero_row(n: int, dtype: Any) -> Any:
+    key = (n, dtype)
+    row = _ZERO_ROWS.get(key)
+    if row is None:
+        row = np.zeros(n, dtype)
+        row.flags.writeable = False
+        _ZERO_ROWS[key] = row
+    return row
+
+
+def relu_into(xp: Any, x: Any, out: Any) -> None:
+    """``out = max(x, 0)`` elementwise (``x`` may be ``out``); same shapes required.
+    NaN stays NaN, as with ``maximum``."""
+    if xp is np and x.flags.c_contiguous and out.flags.c_contiguous and x.dtype.kind == "f" and x.ndim:
+        row = 1
+        for dim in reversed(x.shape):
+            if row >= _ROW_MIN or row * dim > _ROW_MAX:
+                break
+            row *= dim
+        if _ROW_MIN <= row < x.size:
+            zeros = _zero_row(row, x.dtype)
+            np.maximum(x.reshape(-1, row), zeros, out=out.reshape(-1, row))
+            return
+    xp.maximum(x, 0, out=out)
 
 
 def axes_or_none(axis: Any) -> Any:

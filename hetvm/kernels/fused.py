@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .common import relu_into
 from .conv import conv2d
 from .registry import register_kernel
 
@@ -18,4 +19,4 @@ def conv2d_bias_act(xp: Any, attrs: dict, data: Any, weight: Any, bias: Any, out
     conv2d(xp, attrs, data, weight, out)
     xp.add(out, bias.reshape(-1, 1, 1), out=out)
     if activation == "relu":
-        xp.maximum(out, 0, out=out)
+        relu_into(xp, out, out)

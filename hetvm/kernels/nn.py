@@ -7,28 +7,27 @@ from typing import Any
 
 import numpy as np
 
-from .common import as_ints, erf, same_shape, store
+from .common import as_ints, erf, relu_into, same_shape, store
 from .registry import register_kernel
 
 
 def _relu_specialize(xp: Any, attrs: dict) -> Any:
     if xp is not np:
         return None
-    maximum = np.maximum
 
     def relu_np(x: Any, out: Any) -> None:
         if x.shape != out.shape:
             same_shape(x, out)
-        maximum(x, 0, out=out)
+        relu_into(np, x, out)
 
     return relu_np
 
 
 @register_kernel("nn.relu", specialize=_relu_specialize)
 def relu(xp: Any, attrs: dict, x: Any, out: Any) -> None:
-    """One ufunc call into the output (bound as such on NumPy at load time)."""
+    """One ufunc call into the output (bound without the generic wrapper on NumPy)."""
     same_shape(x, out)
-    xp.maximum(x, 0, out=out)
+    relu_into(xp, x, out)
 
 
 @register_kernel("nn.leakyrelu")
