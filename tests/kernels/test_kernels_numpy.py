@@ -163,7 +163,7 @@ def conv_attrs(strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
 
 
 # each path of the kernel: pointwise (1x1, with strides and groups), depthwise
-# (with a channel multiplier, strides, dilation), im2col (groups, odd shapes)
+# (with a channel multiplier, strides, dilation), kn2row, im2col (groups, odd shapes)
 @pytest.mark.parametrize("x_shape,w_shape,strides,padding,dilation,groups", [
     ((2, 6, 7, 9), (4, 6, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # pointwise
     ((2, 6, 7, 9), (9, 2, 1, 1), (2, 3), (0, 0, 0, 0), (1, 1), 3),  # grouped pointwise, strided
@@ -176,6 +176,8 @@ def conv_attrs(strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
     ((1, 6, 10, 11), (6, 2, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 3),  # grouped 3x3
     ((3, 3, 13, 12), (5, 3, 7, 5), (2, 3), (3, 2, 3, 2), (1, 2), 1),  # big kernel, strides
     ((1, 1, 6, 6), (2, 1, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # one input channel
+    ((2, 8, 7, 9), (3, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # kn2row (few outputs)
+    ((1, 10, 9, 8), (4, 10, 3, 2), (1, 1), (0, 2, 1, 0), (2, 2), 1),  # kn2row, dilated
 ])  # fmt: skip
 @pytest.mark.parametrize("blocked", [False, True])
 def test_conv2d_paths(monkeypatch, x_shape, w_shape, strides, padding, dilation, groups, blocked):
@@ -410,3 +412,17 @@ def test_creation_dtype_and_where():
 def test_result_shape_mismatch_is_an_error_not_a_broadcast():
     with pytest.raises(ValueError, match="output buffer"):
         run("nn.relu", {}, rand(3), out_shapes=[(2, 3)])
+
+
+@pytest.mark.parametrize("out_channels,kn2row", [(4, True), (5, False)])
+def test_conv2d_kn2row_only_with_few_output_channels(monkeypatch, out_channels, kn2row):
+    from hetvm.kernels import conv
+
+    taken = []
+    real = conv._kn2row
+    monkeypatch.setattr(conv, "_kn2row", lambda *a: (taken.append(1), real(*a)))
+    x, w = rand(1, 8, 6, 6), rand(out_channels, 8, 3, 3)
+    ref = conv_reference(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    got = run("nn.conv2d", conv_attrs(padding=(1, 1, 1, 1)), x, w, out_shapes=[ref.shape])
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    assert bool(taken) == kn2row
