@@ -40,6 +40,7 @@ from typing import Any
 
 from .common import as_ints, store
 from .registry import register_kernel
+from .scratch import scratch
 
 # bytes of im2col columns built at once, and the least columns per block (BLAS
 # efficiency drops below a few hundred columns); measured on OpenBLAS, 1 thread
@@ -67,15 +68,22 @@ def tap(x: Any, i: int, j: int, oh: int, ow: int, strides, dilation) -> Any:
 def padded(xp: Any, x: Any, pads: tuple[int, int, int, int], fill: Any = 0, copy: bool = False) -> Any:
     """``x`` (NCHW) with (top, left, bottom, right) borders of ``fill``; ``x`` itself
     when there are none (unless ``copy``: then always a new C-contiguous array).
-    One allocation and one interior copy (``xp.pad`` is a generic, slower routine)."""
+    The result is the thread's ``"pad"`` scratch buffer (see ``scratch``): the
+    borders are filled and the interior copied, one pass each (``xp.pad`` is a
+    generic, slower routine)."""
     pt, pl, pb, pr = pads
     if not (pt or pl or pb or pr or copy):
         return x
     n, c, h, w = x.shape
-    if fill == 0:
-        y = xp.zeros((n, c, h + pt + pb, w + pl + pr), dtype=x.dtype)
-    else:
-        y = xp.full((n, c, h + pt + pb, w + pl + pr), fill, dtype=x.dtype)
+    y = scratch(xp, "pad", (n, c, h + pt + pb, w + pl + pr), x.dtype)
+    if pt:
+        y[:, :, :pt] = fill
+    if pb:
+        y[:, :, pt + h :] = fill
+    if pl:
+        y[:, :, pt : pt + h, :pl] = fill
+    if pr:
+        y[:, :, pt : pt + h, pl + w :] = fill
     y[:, :, pt : pt + h, pl : pl + w] = x
     return y
 
@@ -127,7 +135,7 @@ def _depthwise(xp, x, weight, dst, groups, strides, dilation) -> None:
     _, _, oh, ow = dst.shape
     og = o // groups
     acc = dst.reshape(n, groups, og, oh, ow)  # a view: dst is C-contiguous
-    scratch = xp.empty_like(acc)
+    product = scratch(xp, "tmp", acc.shape, acc.dtype)
     for i in range(kh):
         for j in range(kw):
             view = tap(x, i, j, oh, ow, strides, dilation)[:, :, None]  # (N, G, 1, OH, OW)
@@ -135,8 +143,8 @@ def _depthwise(xp, x, weight, dst, groups, strides, dilation) -> None:
             if i == 0 and j == 0:
                 xp.multiply(view, wt, out=acc)
             else:
-                xp.multiply(view, wt, out=scratch)
-                xp.add(acc, scratch, out=acc)
+                xp.multiply(view, wt, out=product)
+                xp.add(acc, product, out=acc)
 
 
 def _depthwise_flat(xp, x, weight, dst, groups, dilation, pads) -> None:
@@ -152,8 +160,8 @@ def _depthwise_flat(xp, x, weight, dst, groups, dilation, pads) -> None:
     last = (kh - 1) * dilation[0] * wp + (kw - 1) * dilation[1] + length
     extra = max(0, -(-(last - (h + pt + pb) * wp) // wp))  # rows so the last tap's run fits
     flat = padded(xp, x, (pt, pl, pb + extra, pr), copy=True).reshape(n, groups, 1, -1)
-    acc = xp.empty((n, groups, og, length), dtype=dst.dtype)
-    scratch = xp.empty_like(acc)
+    acc = scratch(xp, "acc", (n, groups, og, length), dst.dtype)
+    product = scratch(xp, "tmp", acc.shape, acc.dtype)
     for i in range(kh):
         for j in range(kw):
             start = i * dilation[0] * wp + j * dilation[1]
@@ -162,8 +170,8 @@ def _depthwise_flat(xp, x, weight, dst, groups, dilation, pads) -> None:
             if i == 0 and j == 0:
                 xp.multiply(run, wt, out=acc)
             else:
-                xp.multiply(run, wt, out=scratch)
-                xp.add(acc, scratch, out=acc)
+                xp.multiply(run, wt, out=product)
+                xp.add(acc, product, out=acc)
     dst[...] = acc.reshape(n, o, oh, wp)[..., :ow]
 
 
@@ -176,8 +184,9 @@ def _kn2row(xp, x, weight, dst, dilation, pads) -> None:
     pt, pl, pb, pr = pads
     hp, wp = h + pt + pb, w + pl + pr
     taps = xp.ascontiguousarray(weight.transpose(2, 3, 0, 1)).reshape(kh * kw * o, c)
-    xpad = xp.zeros((c, hp, wp), dtype=x.dtype)
-    prod = xp.empty((kh * kw * o, hp * wp), dtype=dst.dtype)
+    xpad = scratch(xp, "pad", (c, hp, wp), x.dtype)
+    xpad[...] = 0  # borders; the interior is overwritten per image
+    prod = scratch(xp, "prod", (kh * kw * o, hp * wp), dst.dtype)
     per_tap = prod.reshape(kh, kw, o, hp, wp)
     for b in range(n):
         xpad[:, pt : pt + h, pl : pl + w] = x[b]
@@ -203,7 +212,7 @@ def _im2col(xp, x, weight, dst, groups, strides, dilation) -> None:
     item = x.dtype.itemsize
     rows = max(-(-_MIN_COLS // ow), _COLS_BYTES // max(1, groups * k * ow * item))
     rows = min(oh, rows)
-    buf = xp.empty(groups * k * rows * ow, dtype=x.dtype)
+    buf = scratch(xp, "cols", (groups * k * rows * ow,), x.dtype)
     _, sc, sh, sw = x.strides
     st = (cg * sc, sc, sh * dilation[0], sw * dilation[1], sh * strides[0], sw * strides[1])
     for b in range(n):

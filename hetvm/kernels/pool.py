@@ -18,6 +18,7 @@ import numpy as np
 from .common import as_ints, store
 from .conv import padded
 from .registry import register_kernel
+from .scratch import scratch
 
 
 def _check_layout(attrs: dict, op: str) -> None:
@@ -60,7 +61,7 @@ def _fold(xp: Any, ufunc: Any, x: Any, acc: Any, k, s, d) -> None:
     image row), then the KW columns of that: KH + KW calls instead of KH*KW,
     about 1.7x faster on the models' 3x3 pools."""
     n, c, oh, ow = acc.shape
-    rows = xp.empty((n, c, oh, x.shape[3]), dtype=acc.dtype)
+    rows = scratch(xp, "rows", (n, c, oh, x.shape[3]), acc.dtype)
     for i in range(k[0]):
         view = x[:, :, i * d[0] : i * d[0] + (oh - 1) * s[0] + 1 : s[0], :]
         if i == 0:
