@@ -41,3 +41,21 @@ def test_relu_into_zero_rows_are_read_only() -> None:
     out[...] = 5  # the cached zero row must not alias the output
     relu_into(np, x, out)
     assert not out.any()
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 56, 56), (2, 3, 30, 30), (1, 5, 7, 7), (3, 6, 100), (2, 4), (1, 2, 128, 128)])
+@pytest.mark.parametrize("ufunc", [np.add, np.multiply])
+def test_per_channel_equals_broadcasting(shape: tuple, ufunc) -> None:
+    from hetvm.kernels.common import per_channel
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape).astype(np.float32)
+    values = rng.standard_normal(shape[1]).astype(np.float32)
+    want = ufunc(x, values.reshape((-1,) + (1,) * (x.ndim - 2)))
+    out = np.empty_like(x)
+    before = np.getbufsize()
+    per_channel(np, ufunc, x, values, out)
+    np.testing.assert_array_equal(out, want)
+    per_channel(np, ufunc, x, values, x)  # in place
+    np.testing.assert_array_equal(x, want)
+    assert np.getbufsize() == before  # the buffer size is restored
