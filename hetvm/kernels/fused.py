@@ -1,4 +1,6 @@
-"""Kernels of fused ops: ``nn.conv2d_bias_act`` (conv, then bias and activation in place)."""
+"""Kernels of fused ops: the convolution writes the output, then the epilogue
+(bias, residual, activation) runs in place on it, so no intermediate tensor is
+allocated."""
 
 from __future__ import annotations
 
@@ -8,15 +10,48 @@ from .common import relu_into
 from .conv import conv2d
 from .registry import register_kernel
 
+ACTIVATIONS = ("none", "relu")
+
+
+def _activation(op: str, attrs: dict) -> str:
+    activation = attrs.get("activation", "none")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"{op} kernel: unknown activation {activation!r}")
+    return activation
+
 
 @register_kernel("nn.conv2d_bias_act")
 def conv2d_bias_act(xp: Any, attrs: dict, data: Any, weight: Any, bias: Any, out: Any) -> None:
     """The conv2d kernel writes ``out``; the per-channel bias is added and the
-    activation applied in place, so no intermediate tensor is allocated."""
-    activation = attrs.get("activation", "none")
-    if activation not in ("none", "relu"):
-        raise ValueError(f"nn.conv2d_bias_act kernel: unknown activation {activation!r}")
+    activation applied in place."""
+    activation = _activation("nn.conv2d_bias_act", attrs)
     conv2d(xp, attrs, data, weight, out)
     xp.add(out, bias.reshape(-1, 1, 1), out=out)
+    if activation == "relu":
+        relu_into(xp, out, out)
+
+
+@register_kernel("nn.conv2d_bias_add_act")
+def conv2d_bias_add_act(
+    xp: Any, attrs: dict, data: Any, weight: Any, bias: Any, residual: Any, out: Any
+) -> None:
+    """As ``nn.conv2d_bias_act`` with ``out += residual`` before the activation.
+
+    ``out`` is written before ``residual`` is read. The memory planner never lets
+    an op's output share bytes with an input (the output is live from its
+    allocation, before the call, the input until the call); a caller that passes
+    overlapping buffers anyway gets a copy of the residual, not a wrong result."""
+    activation = _activation("nn.conv2d_bias_add_act", attrs)
+    if residual.shape != out.shape:
+        raise ValueError(
+            f"nn.conv2d_bias_add_act kernel: residual {tuple(residual.shape)} is not the "
+            f"output's shape {tuple(out.shape)}"
+        )
+    may_share = getattr(xp, "may_share_memory", None)
+    if may_share is not None and may_share(out, residual):
+        residual = residual.copy()
+    conv2d(xp, attrs, data, weight, out)
+    xp.add(out, bias.reshape(-1, 1, 1), out=out)
+    xp.add(out, residual, out=out)
     if activation == "relu":
         relu_into(xp, out, out)

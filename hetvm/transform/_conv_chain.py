@@ -3,7 +3,12 @@ chain of single-use bindings in one block, and replace the chain by one binding.
 
 A subclass says which convolutions start a chain (:meth:`match_conv`), how far a
 chain goes (:meth:`chain`, returning a plan with ``conv`` and ``end`` bindings, or
-None) and what replaces it (:meth:`emit_plan`).
+None) and what replaces it (:meth:`emit_plan`). A chain's replacement is emitted
+where its last binding was. Chains are planned from the end of the block
+backwards, and ``claimed`` holds the variables of the bindings already planned
+chains replace, so where two convolutions could take in the same binding (they
+meet in one ``add``) the later one does and the earlier one stops before it:
+the later convolution is the nearer, so no convolution moves past another.
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ class ConvChainRewriter(ExprMutator):
     def __init__(self, mod: IRModule, uses: dict[E.Var, int]) -> None:
         super().__init__(mod)
         self.uses = uses
+        self.claimed: set[E.Var] = set()
 
     # -- to override -----------------------------------------------------------
     def match_conv(self, value: E.Expr) -> Any:
@@ -97,7 +103,8 @@ class ConvChainRewriter(ExprMutator):
                         user.setdefault(a, b)
         plans: dict[E.Var, Any] = {}
         dropped: set[E.Var] = set()
-        for b in block.bindings:
+        self.claimed = set()
+        for b in reversed(block.bindings):
             if not isinstance(b, E.VarBinding):
                 continue
             info = self.match_conv(b.value)
@@ -111,6 +118,8 @@ class ConvChainRewriter(ExprMutator):
             while cur is not plan.end.var:
                 dropped.add(cur)
                 cur = user[cur].var
+            self.claimed |= dropped
+            self.claimed.add(plan.end.var)
         return plans, dropped
 
     def visit_binding_block(self, block: E.BindingBlock) -> E.BindingBlock:

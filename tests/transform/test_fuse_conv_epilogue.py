@@ -339,3 +339,270 @@ def test_input_module_is_not_mutated():
     FuseConvEpilogue()(mod)
     assert mod.script() == text
     assert _ops(mod) == ["nn.conv2d", "add", "nn.relu"]
+
+
+# -- residual add (ResNet blocks): nn.conv2d_bias_add_act ---------------------------
+
+W6B = _rand(_rng(), 6, 1, 1)
+
+
+@pytest.mark.parametrize("residual_first", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("with_relu", [False, True])
+def test_residual_add_fuses(residual_first, with_bias, with_relu):
+    rng = _rng()
+    w, b = _rand(rng, 6, 4, 3, 3), _rand(rng, 6, 1, 1)
+    sv = Var("s", struct_info=TensorStructInfo((2, 6, 8, 8), F32))
+
+    def body(bb, x, s):
+        y = bb.emit(op.nn.conv2d(x, const(w), padding=1))
+        if with_bias:
+            y = bb.emit(op.add(y, const(b)))
+        z = op.add(s, y) if residual_first else op.add(y, s)
+        return op.nn.relu(bb.emit(z)) if with_relu else z
+
+    mod = _module(body, extra_params=(sv,))
+    out = _fuses_once(mod)
+    (call,) = _calls(out)
+    assert call.op.name == "nn.conv2d_bias_add_act"
+    assert call.attrs["activation"] == ("relu" if with_relu else "none")
+    params = out["main"].params
+    assert call.args[0] is params[0] and call.args[3] is params[1]
+    np.testing.assert_array_equal(call.args[2].data, b.reshape(6) if with_bias else np.zeros(6, F32))
+    assert call.struct_info.shape == _calls(mod)[-1].struct_info.shape
+    x, s = _rand(rng, 2, 4, 8, 8), _rand(rng, 2, 6, 8, 8)
+    got = _run(mod, x, s)
+    _close(got, _run(mod, x, s, fuse=False))
+    if with_relu:
+        assert got.min() == 0.0
+
+
+def test_unfinished_fused_op_takes_the_residual_and_relu():
+    """Text written against the older pass (conv2d_bias_act, then add and relu) fuses too."""
+    rng = _rng()
+    w, b = _rand(rng, 6, 4, 3, 3), _rand(rng, 6)
+    sv = Var("s", struct_info=TensorStructInfo((2, 6, 8, 8), F32))
+
+    def body(bb, x, s):
+        y = bb.emit(op.nn.conv2d_bias_act(x, const(w), const(b), padding=1))
+        return op.nn.relu(bb.emit(op.add(y, s)))
+
+    mod = _module(body, extra_params=(sv,))
+    out = _fuses_once(mod)
+    (call,) = _calls(out)
+    assert call.op.name == "nn.conv2d_bias_add_act" and call.attrs["activation"] == "relu"
+    assert call.args[2].data is b
+    x, s = _rand(rng, 2, 4, 8, 8), _rand(rng, 2, 6, 8, 8)
+    _close(_run(mod, x, s), _run(mod, x, s, fuse=False))
+
+
+def test_residual_text_form_round_trips():
+    rng = _rng()
+    w, b = _rand(rng, 6, 4, 3, 3), _rand(rng, 6, 1, 1)
+    sv = Var("s", struct_info=TensorStructInfo((2, 6, 8, 8), F32))
+
+    def body(bb, x, s):
+        y = bb.emit(op.add(bb.emit(op.nn.conv2d(x, const(w), padding=1)), const(b)))
+        return op.nn.relu(bb.emit(op.add(y, s)))
+
+    out = FuseConvEpilogue()(_module(body, extra_params=(sv,)))
+    text = out.script()
+    assert "R.nn.conv2d_bias_add_act(" in text and 'activation="relu"' in text
+    again = from_source(text)
+    assert_structural_equal(again, out)
+    assert again.script() == text
+
+
+def _residual_nofuse_cases():
+    def conv_used_twice(bb, x, s):
+        y = bb.emit(op.nn.conv2d(x, const(W6), padding=1))
+        z = bb.emit(op.add(y, s))
+        return E.Tuple((bb.emit(op.nn.relu(z)), y))
+
+    def biased_used_twice(bb, x, s):
+        y = bb.emit(op.nn.conv2d(x, const(W6), padding=1))
+        yb = bb.emit(op.add(y, const(W6B)))
+        z = bb.emit(op.add(yb, s))
+        return E.Tuple((yb, z))
+
+    def residual_broadcasts(bb, x, s):
+        y = bb.emit(op.nn.conv2d(x, const(W6), padding=1))
+        return op.add(y, s)
+
+    def residual_grows_result(bb, x, s):
+        y = bb.emit(op.nn.conv2d(x, const(W6), padding=1))
+        return op.add(y, s)
+
+    def residual_unknown_dtype(bb, x, s):
+        y = bb.emit(op.nn.conv2d(x, const(W6), padding=1))
+        return op.add(y, s)
+
+    def residual_unknown_shape(bb, x, s):
+        y = bb.emit(op.nn.conv2d(x, const(W6), padding=1))
+        return op.add(y, s)
+
+    def residual_is_conv_itself(bb, x, s):
+        y = bb.emit(op.nn.conv2d(x, const(W6), padding=1))
+        return op.add(y, y)
+
+    def t(shape, dtype=F32):
+        return Var("s", struct_info=TensorStructInfo(shape, dtype, 4 if shape is None else -1))
+
+    full = t((3, 6, 8, 8))
+    return {
+        "conv_used_twice": (conv_used_twice, full),
+        "residual_broadcasts": (residual_broadcasts, t((1, 6, 1, 8))),
+        "residual_grows_result": (residual_grows_result, t((2, 3, 6, 8, 8))),
+        "residual_unknown_dtype": (residual_unknown_dtype, t((3, 6, 8, 8), None)),
+        "residual_unknown_shape": (residual_unknown_shape, t(None)),
+        "residual_is_conv_itself": (residual_is_conv_itself, full),
+        "biased_used_twice": (biased_used_twice, full),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_residual_nofuse_cases()))
+def test_residual_left_alone(case):
+    body, s = _residual_nofuse_cases()[case]
+    mod = _module(body, x_shape=(3, 4, 8, 8), extra_params=(s,))
+    out = FuseConvEpilogue()(mod)
+    assert "nn.conv2d_bias_add_act" not in _ops(out)
+    assert_structural_equal(FuseConvEpilogue()(out), out)
+
+
+def test_residual_with_other_dtype_is_left_alone():
+    """``add`` refuses mixed dtypes when it infers, so the mismatch is built by hand:
+    the pass must not rely on inference having run."""
+    x = Var("x", struct_info=TensorStructInfo((2, 4, 8, 8), F32))
+    s = Var("s", struct_info=TensorStructInfo((2, 6, 8, 8), "float64"))
+    bb = BlockBuilder()
+    with bb.function("main", [x, s]):
+        with bb.dataflow():
+            y = bb.emit(op.nn.conv2d(x, const(W6), padding=1))
+            z = bb.emit(E.Call(Op("add"), (y, s), E.Attrs({}), (), struct_info=y.struct_info))
+            out = bb.emit_output(op.nn.relu(z))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    assert _ops(FuseConvEpilogue()(mod)) == ["nn.conv2d", "add", "nn.relu"]
+
+
+def _two_conv_add(rng):
+    """relu(conv_a(x) + b_a + conv_b(x) + b_b): both convolutions could take the add."""
+    wa, wb = _rand(rng, 6, 4, 3, 3), _rand(rng, 6, 4, 1, 1)
+    ba, bb_ = _rand(rng, 6, 1, 1), _rand(rng, 6, 1, 1)
+
+    def body(bb, x):
+        a = bb.emit(op.add(bb.emit(op.nn.conv2d(x, const(wa), padding=1)), const(ba)))
+        b = bb.emit(op.add(bb.emit(op.nn.conv2d(x, const(wb))), const(bb_)))
+        return op.nn.relu(bb.emit(op.add(a, b)))
+
+    return _module(body)
+
+
+def test_two_convolutions_meeting_in_one_add():
+    rng = _rng()
+    mod = _two_conv_add(rng)
+    out = _fuses_once(mod)
+    calls = _calls(out)
+    assert [c.op.name for c in calls] == ["nn.conv2d_bias_act", "nn.conv2d_bias_add_act"]
+    # the later convolution (nearest the add) takes it; the earlier one is its residual
+    assert calls[1].args[1].data.shape == (6, 4, 1, 1)
+    assert calls[1].args[3] is _bindings(out)[0].var
+    x = _rand(rng, 2, 4, 8, 8)
+    _close(_run(mod, x), _run(mod, x, fuse=False))
+
+
+# -- a ResNet-like network, memory planned, on the CPU and on sim + CPU ---------------
+
+
+def _resnet_like(rng, batch=2):
+    """Stem conv, a downsampling block (conv shortcut) and an identity block; every
+    shortcut is a planned intermediate whose last read is the fused op."""
+    x = Var("x", struct_info=TensorStructInfo((batch, 3, 16, 16), F32))
+
+    def cbr(bb, v, o, i, k, stride=1, relu=True):
+        w, b = _rand(rng, o, i, k, k), _rand(rng, o, 1, 1)
+        y = bb.emit(op.add(bb.emit(op.nn.conv2d(v, const(w), strides=stride, padding=k // 2)), const(b)))
+        return bb.emit(op.nn.relu(y)) if relu else y
+
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            stem = cbr(bb, x, 8, 3, 3)
+            short = cbr(bb, stem, 16, 8, 1, stride=2, relu=False)
+            h = cbr(bb, stem, 4, 8, 1)
+            h = cbr(bb, h, 4, 4, 3, stride=2)
+            h = cbr(bb, h, 16, 4, 1, relu=False)
+            r1 = bb.emit(op.nn.relu(bb.emit(op.add(h, short))))
+            h = cbr(bb, r1, 4, 16, 1)
+            h = cbr(bb, h, 4, 4, 3)
+            h = cbr(bb, h, 16, 4, 1, relu=False)
+            r2 = bb.emit(op.nn.relu(bb.emit(op.add(r1, h))))
+            out = bb.emit_output(op.nn.conv2d(r2, const(_rand(rng, 2, 16, 1, 1))))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _fused_kernel_buffers(lowered):
+    """(output, residual) byte ranges of each planned nn.conv2d_bias_add_act call."""
+    from hetvm.ir import PrimValue
+
+    placed = {}
+    found = []
+    for b in _bindings(lowered):
+        v = b.value
+        if isinstance(v, Call) and isinstance(v.op, Op) and v.op.name == "memory.alloc_tensor":
+            storage, offset, shape = v.args[0], v.args[1], v.args[2]
+            off = offset.value.value if isinstance(offset, PrimValue) else offset
+            nbytes = int(np.prod([d.value for d in shape.values])) * 4
+            placed[b.var] = (storage, off, off + nbytes)
+        elif isinstance(v, Call) and getattr(v.op, "global_symbol", "").endswith("nn.conv2d_bias_add_act"):
+            found.append((v.args[4], v.args[3]))
+    return [(placed.get(o), placed.get(r)) for o, r in found]
+
+
+def test_resnet_block_memory_planned_matches_unfused():
+    from hetvm.testing.interpreter import Interpreter
+
+    rng = _rng()
+    mod = _resnet_like(rng)
+    fused = FuseConvEpilogue()(FoldConstant()(Normalize()(mod)))
+    assert _ops(fused).count("nn.conv2d_bias_add_act") == 2
+    lowered = hetvm.pipeline.lower(mod)
+    pairs = _fused_kernel_buffers(lowered)
+    assert len(pairs) == 2
+    assert any(o is not None and r is not None for o, r in pairs)  # both in the arena
+    for out_range, res_range in pairs:
+        if out_range is not None and res_range is not None and out_range[0] is res_range[0]:
+            assert out_range[2] <= res_range[1] or res_range[2] <= out_range[1]  # disjoint bytes
+    x = _rand(rng, 2, 3, 16, 16)
+    with PassContext(disabled_pass=["FuseConvEpilogue"]):
+        want = hetvm.VirtualMachine(hetvm.build(mod))["main"](x).numpy()
+    got = hetvm.VirtualMachine(hetvm.build(mod), poison=True)["main"](x).numpy()
+    _close(got, want)
+    _close(Interpreter(lowered).run("main", x), want)  # arenas as real views of bytes
+
+
+def test_resnet_block_on_sim_and_cpu():
+    from hetvm.cli_support.placement import pin_params
+    from hetvm.ir import VDevice
+
+    rng = _rng()
+    mod = _resnet_like(rng)
+    sim, cpu = VDevice("sim", 0), VDevice("llvm", 0)
+    placed = pin_params(mod.with_global_infos(vdevice=[sim, cpu]), sim)
+    x = _rand(rng, 2, 3, 16, 16)
+    want = _run(mod, x, fuse=False)
+    devices = [hetvm.device("sim", 0), hetvm.cpu(0)]
+    for missing in ([], ["nn.conv2d_bias_add_act"]):
+        options = {"missing_kernels": {"sim:0": missing}}
+        exe = hetvm.build(placed, plan_devices_options=options)
+        lowered = hetvm.pipeline.lower(placed, plan_devices_options=options)
+        assert lowered.script().count("kernel.nn.conv2d_bias_add_act") == 2
+        vm = hetvm.VirtualMachine(exe, devices, poison=True)
+        got = vm["main"](x).copyto(hetvm.cpu(0)).numpy()
+        _close(got, want)
+        report = vm.memory_report()
+        if missing:  # the fused op cannot run on sim: the network runs on the CPU
+            assert report["cpu:0"]["peak_bytes"] > 0 and lowered.attrs["device_copies"]
+        else:  # all on the accelerator, residuals included
+            assert report["sim:0"]["peak_bytes"] > 0 and report["cpu:0"]["peak_bytes"] == 0

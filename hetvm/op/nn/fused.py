@@ -1,50 +1,98 @@
-"""``nn.conv2d_bias_act``: a convolution, a per-output-channel bias and an activation in one op.
+"""Fused ops hetvm's passes build; the ONNX frontend never imports them.
 
-Not imported by the ONNX frontend; ``FuseConvEpilogue`` builds it from
-``nn.conv2d`` + ``add`` of a per-channel constant + ``nn.relu`` so the three run
-as one kernel (the bias add and the activation in place on the conv's output).
-Struct info is ``nn.conv2d``'s; ``bias`` is a 1-D tensor of one value per output
-channel in the result's dtype.
+* ``nn.conv2d_bias_act(data, weight, bias)``: a convolution, a per-output-channel
+  bias and an activation. ``FuseConvEpilogue`` builds it from ``nn.conv2d`` +
+  ``add`` of a per-channel constant + ``nn.relu`` so the three run as one kernel
+  (the bias add and the activation in place on the conv's output).
+* ``nn.conv2d_bias_add_act(data, weight, bias, residual)``: the same with a
+  residual tensor of exactly the result's shape and dtype added before the
+  activation (a ResNet block's ``relu(conv(x) + b + shortcut)``). A separate op
+  rather than an optional argument so each op keeps one fixed arity and one
+  plain destination-passing kernel signature.
+
+Struct info is ``nn.conv2d``'s; ``bias`` is a 1-D tensor of one value per
+output channel in the result's dtype. Activations: ``"none"`` or ``"relu"``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ...errors import StructInfoError
 from ...ir import expr as E
 from ...ir import prim as P
 from ...ir import struct_info as S
 from ...ir.op_registry import get_op, infer_call
-from ..base import fail, make_call, register_op, tensor_arg
+from ..base import (
+    common_vdevice,
+    dims_conflict,
+    fail,
+    format_shape,
+    make_call,
+    register_op,
+    tensor_arg,
+)
 from .conv import ATTRS as CONV_ATTRS
 from .conv import conv2d_attrs
 
-__all__ = ["conv2d_bias_act"]
+__all__ = ["conv2d_bias_act", "conv2d_bias_add_act"]
 
 OP = "nn.conv2d_bias_act"
+OP_ADD = "nn.conv2d_bias_add_act"
 ACTIVATIONS = ("none", "relu")
 ATTRS = CONV_ATTRS + ("activation",)
 
 
-def _infer_conv2d_bias_act(call: E.Call) -> S.StructInfo:
+def _check_activation(op: str, call: E.Call) -> None:
     activation = call.attrs.get("activation")
     if activation not in ACTIVATIONS:
-        raise fail(OP, f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        raise fail(op, f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+
+
+def _infer_conv_bias(op: str, call: E.Call) -> S.TensorStructInfo:
+    """The conv's struct info, after checking the activation and the bias."""
+    _check_activation(op, call)
     bias = tensor_arg(call, 2, "bias")
     conv_attrs = {k: call.attrs[k] for k in CONV_ATTRS}
     conv = E.Call(get_op("nn.conv2d"), tuple(call.args[:2]), E.Attrs(conv_attrs), ())
-    out = infer_call(conv)
+    try:
+        out = infer_call(conv)
+    except StructInfoError as err:  # name the op the user wrote
+        raise fail(op, str(err).replace("op 'nn.conv2d': ", "the convolution: ", 1)) from None
     assert isinstance(out, S.TensorStructInfo)
+    channels = out.shape[out_layout_channel(conv_attrs)] if out.shape is not None else None
     if bias.ndim not in (-1, 1):
-        raise fail(OP, f"bias must be 1-D (one value per output channel), got {S.describe(bias)}")
+        raise fail(op, f"bias must be 1-D (one value per output channel), got {S.describe(bias)}")
     if bias.dtype is not None and out.dtype is not None and bias.dtype != out.dtype:
-        raise fail(OP, f"bias is {bias.dtype} but the convolution's result is {out.dtype}")
-    if bias.shape is not None and out.shape is not None:
-        c = P.const_value(out.shape[out_layout_channel(conv_attrs)])
-        b = P.const_value(bias.shape[0])
+        raise fail(op, f"bias is {bias.dtype} but the convolution's result is {out.dtype}")
+    if bias.shape is not None and channels is not None:
+        c, b = P.const_value(channels), P.const_value(bias.shape[0])
         if c is not None and b is not None and b != c:
-            raise fail(OP, f"bias has {b} values but the convolution has {c} output channels")
+            raise fail(op, f"bias has {b} values but the convolution has {c} output channels")
     return out
+
+
+def _infer_conv2d_bias_act(call: E.Call) -> S.StructInfo:
+    return _infer_conv_bias(OP, call)
+
+
+def _infer_conv2d_bias_add_act(call: E.Call) -> S.StructInfo:
+    out = _infer_conv_bias(OP_ADD, call)
+    residual = tensor_arg(call, 3, "residual")
+    if residual.dtype is not None and out.dtype is not None and residual.dtype != out.dtype:
+        raise fail(OP_ADD, f"residual is {residual.dtype} but the convolution's result is {out.dtype}")
+    if residual.ndim not in (-1, 4):
+        raise fail(OP_ADD, f"residual must have the convolution's 4-D shape, got {S.describe(residual)}")
+    if residual.shape is not None and out.shape is not None:
+        if any(dims_conflict(a, b) for a, b in zip(residual.shape, out.shape)):
+            raise fail(
+                OP_ADD,
+                f"residual {format_shape(residual.shape)} must have the convolution's shape "
+                f"{format_shape(out.shape)} (no broadcasting)",
+            )
+    dtype = out.dtype or residual.dtype
+    vdev = common_vdevice([call.args[0].struct_info, call.args[1].struct_info, residual])
+    return S.TensorStructInfo(out.shape, dtype, out.ndim, vdev)
 
 
 def out_layout_channel(attrs: dict) -> int:
@@ -54,6 +102,8 @@ def out_layout_channel(attrs: dict) -> int:
 
 register_op(OP, _infer_conv2d_bias_act, num_inputs=3, attr_names=ATTRS,
             description="2-D convolution + per-channel bias + activation")  # fmt: skip
+register_op(OP_ADD, _infer_conv2d_bias_add_act, num_inputs=4, attr_names=ATTRS,
+            description="2-D convolution + per-channel bias + residual tensor + activation")  # fmt: skip
 
 
 def conv2d_bias_act(
@@ -75,3 +125,25 @@ def conv2d_bias_act(
     attrs = conv2d_attrs(OP, strides, padding, dilation, groups, data_layout, kernel_layout, out_layout, out_dtype)
     attrs["activation"] = str(activation)
     return make_call(OP, [data, weight, bias], attrs)
+
+
+def conv2d_bias_add_act(
+    data: E.Expr,
+    weight: E.Expr,
+    bias: E.Expr,
+    residual: E.Expr,
+    strides: Any = (1, 1),
+    padding: Any = (0, 0),
+    dilation: Any = (1, 1),
+    groups: int = 1,
+    data_layout: str = "NCHW",
+    kernel_layout: str = "OIHW",
+    out_layout: str | None = None,
+    out_dtype: Any = None,
+    activation: str = "none",
+) -> E.Call:
+    """``activation(nn.conv2d(data, weight, ...) + bias[c] + residual)`` with
+    ``residual`` of exactly the convolution's shape and dtype (no broadcasting)."""
+    attrs = conv2d_attrs(OP_ADD, strides, padding, dilation, groups, data_layout, kernel_layout, out_layout, out_dtype)
+    attrs["activation"] = str(activation)
+    return make_call(OP_ADD, [data, weight, bias, residual], attrs)
