@@ -12,6 +12,7 @@ from .fuse_conv_epilogue import FuseConvEpilogue
 from .kill_after_last_use import KillAfterLastUse
 from .legalize_ops import LegalizeOps
 from .lower_alloc_tensor import LowerAllocTensor
+from .match_joined_shapes import MatchJoinedShapes
 from .normalize import Normalize
 from .pass_infra import (
     BindingOrigin,
@@ -41,6 +42,7 @@ __all__ = [
     "KillAfterLastUse",
     "LegalizeOps",
     "LowerAllocTensor",
+    "MatchJoinedShapes",
     "Normalize",
     "BindingOrigin",
     "FunctionPass",
