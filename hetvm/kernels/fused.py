@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import relu_into
+from .common import per_channel, relu_into
 from .conv import conv2d
 from .registry import register_kernel
 
@@ -26,7 +26,7 @@ def conv2d_bias_act(xp: Any, attrs: dict, data: Any, weight: Any, bias: Any, out
     activation applied in place."""
     activation = _activation("nn.conv2d_bias_act", attrs)
     conv2d(xp, attrs, data, weight, out)
-    xp.add(out, bias.reshape(-1, 1, 1), out=out)
+    per_channel(xp, xp.add, out, bias, out)
     if activation == "relu":
         relu_into(xp, out, out)
 
@@ -51,7 +51,7 @@ def conv2d_bias_add_act(
     if may_share is not None and may_share(out, residual):
         residual = residual.copy()
     conv2d(xp, attrs, data, weight, out)
-    xp.add(out, bias.reshape(-1, 1, 1), out=out)
+    per_channel(xp, xp.add, out, bias, out)
     xp.add(out, residual, out=out)
     if activation == "relu":
         relu_into(xp, out, out)
