@@ -157,6 +157,14 @@ class GraphExecutor:
         copy_array(src.device, src._data, out.device, out._data)
         return out
 
+    def memory_report(self) -> dict[str, dict]:
+        """Per device, as the VM's: peak_bytes, bytes_in_use, pool_bytes, alloc_calls.
+
+        A graph allocates every storage once, when it is created, and keeps them
+        across runs, so the peak is the sum of its storages on that device and
+        ``alloc_calls`` their count."""
+        return {str(dev): alloc.stats() for dev, alloc in self._allocators.items()}
+
     def get_input(self, name: str) -> NDArray:
         return self.entries[self.graph["inputs"][name]]
 

@@ -68,6 +68,14 @@ def test_graph_runs_planned_program_with_copy_nodes(devs):
     t, a = reference(x, w)
     np.testing.assert_allclose(host(ex.get_output(0)), t, rtol=1e-5)
     np.testing.assert_allclose(host(ex.get_output(1)), a, rtol=1e-5)
+    # every storage is allocated once, at creation: the peak per device is their sum
+    report = ex.memory_report()
+    for i, dev in enumerate(rt):
+        stores = [st["bytes"] for st in graph["storages"] if st["device"] == i]
+        assert report[str(dev)]["peak_bytes"] == sum(stores) > 0
+        assert report[str(dev)]["alloc_calls"] == len(stores)
+    ex.run()
+    assert ex.memory_report() == report  # runs allocate nothing
     hetvm.device("sim", devs[1].vdevice_id, missing_kernels=[])
 
 
