@@ -1,8 +1,8 @@
 """``hetvm.build``: the default compilation pipeline, from IRModule to executable.
 
 Order matters and each step is a named pass (see ``default_pipeline``):
-Normalize → FoldConstant → FoldScaleAxis → FuseConvEpilogue → PlanDevices → LegalizeOps →
-ToNonDataflow → CallTIRRewrite → StaticPlanBlockMemory → LowerAllocTensor →
+Normalize → FoldConstant → FoldScaleAxis → FuseConvEpilogue → FuseChannelAffine → PlanDevices →
+LegalizeOps → ToNonDataflow → CallTIRRewrite → StaticPlanBlockMemory → LowerAllocTensor →
 KillAfterLastUse, then VM codegen (or graph-executor codegen).
 """
 
@@ -19,6 +19,7 @@ from .transform import (
     CallTIRRewrite,
     FoldConstant,
     FoldScaleAxis,
+    FuseChannelAffine,
     FuseConvEpilogue,
     KillAfterLastUse,
     LegalizeOps,
@@ -59,6 +60,7 @@ def default_pipeline(
         FoldConstant(),
         FoldScaleAxis(),
         FuseConvEpilogue(),
+        FuseChannelAffine(),
         PlanDevices(
             default_vdevice=default_vdevice,
             host_vdevice=host_vdevice,

@@ -8,6 +8,7 @@ from .canonicalize_bindings import CanonicalizeBindings
 from .dead_code_elimination import DeadCodeElimination
 from .fold_constant import FoldConstant
 from .fold_scale_axis import FoldScaleAxis
+from .fuse_channel_affine import FuseChannelAffine
 from .fuse_conv_epilogue import FuseConvEpilogue
 from .kill_after_last_use import KillAfterLastUse
 from .legalize_ops import LegalizeOps
@@ -38,6 +39,7 @@ __all__ = [
     "DeadCodeElimination",
     "FoldConstant",
     "FoldScaleAxis",
+    "FuseChannelAffine",
     "FuseConvEpilogue",
     "KillAfterLastUse",
     "LegalizeOps",

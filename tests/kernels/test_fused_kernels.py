@@ -63,3 +63,58 @@ def test_fused_kernel_errors():
         kernel(np, {**CONV, "activation": "none"}, x, w, b, rand(1, 5, 1, 6), out)
     with pytest.raises(ValueError, match="unknown activation"):
         kernel(np, {**CONV, "activation": "gelu"}, x, w, b, rand(1, 5, 6, 6), out)
+
+
+# -- nn.scale_shift_act ---------------------------------------------------------------
+
+
+def scale_shift(x, s, t, activation, out_dtype=None):
+    out = np.full(x.shape, 7, out_dtype or x.dtype)
+    get_kernel("nn.scale_shift_act", "cpu")(np, {"activation": activation}, x, s, t, out)
+    return out
+
+
+@pytest.mark.parametrize("shape", [(3, 6), (2, 6, 7), (2, 6, 56, 56), (1, 6, 2, 3, 4), (1, 6, 1, 1)])
+@pytest.mark.parametrize("activation", ["none", "relu"])
+def test_scale_shift_act_any_rank(shape, activation):
+    x, s, t = rand(*shape), rand(6), rand(6)
+    col = (-1,) + (1,) * (len(shape) - 2)
+    want = x * s.reshape(col) + t.reshape(col)
+    if activation == "relu":
+        want = np.maximum(want, 0)
+    x_before = x.copy()
+    np.testing.assert_allclose(scale_shift(x, s, t, activation), want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(x, x_before)
+
+
+@pytest.mark.parametrize("activation", ["none", "relu"])
+@pytest.mark.parametrize("ones,zeros", [(True, False), (False, True), (True, True)])
+def test_scale_shift_act_identity_parts_are_skipped_exactly(activation, ones, zeros):
+    x = rand(2, 4, 5, 5, dtype="float64")
+    s = np.ones(4) if ones else rand(4, dtype="float64")
+    t = np.zeros(4) if zeros else rand(4, dtype="float64")
+    want = x * s.reshape(-1, 1, 1) + t.reshape(-1, 1, 1)
+    if activation == "relu":
+        want = np.maximum(want, 0)
+    np.testing.assert_array_equal(scale_shift(x, s, t, activation), want)
+
+
+def test_scale_shift_act_in_place_and_nan():
+    x, s, t = rand(2, 4, 3, 3), rand(4), rand(4)
+    want = np.maximum(x * s.reshape(-1, 1, 1) + t.reshape(-1, 1, 1), 0)
+    get_kernel("nn.scale_shift_act", "sim")(np, {"activation": "relu"}, x, s, t, x)
+    np.testing.assert_allclose(x, want, rtol=1e-6)
+    s[1] = np.nan
+    got = scale_shift(rand(1, 4, 2, 2), s, t, "relu")
+    assert np.isnan(got[0, 1]).all() and not np.isnan(got[0, 0]).any()
+
+
+def test_scale_shift_act_errors():
+    kernel = get_kernel("nn.scale_shift_act", "cpu")
+    x = rand(2, 4, 3)
+    with pytest.raises(ValueError, match="one value per channel"):
+        kernel(np, {"activation": "none"}, x, rand(3), rand(4), np.empty_like(x))
+    with pytest.raises(ValueError, match="shape"):
+        kernel(np, {"activation": "none"}, x, rand(4), rand(4), np.empty((2, 4, 1), "float32"))
+    with pytest.raises(ValueError, match="unknown activation"):
+        kernel(np, {"activation": "tanh"}, x, rand(4), rand(4), np.empty_like(x))

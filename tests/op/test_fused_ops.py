@@ -67,3 +67,48 @@ def test_residual_vdevice_joins_the_inputs():
     # a conflict is not an error (the device planner copies); the result is unplaced
     other = op.nn.conv2d_bias_add_act(img, w, B, tensor((2, 6, 6, 6), vdevice=cpu))
     assert other.struct_info.vdevice is None
+
+
+# -- nn.scale_shift_act ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(2, 6), (2, 6, 5), (2, 6, 5, 5), (1, 6, 2, 3, 4)])
+def test_scale_shift_act_keeps_the_data_shape(shape):
+    x = tensor(shape)
+    call = op.nn.scale_shift_act(x, tensor((6,), name="s"), tensor((6,), name="t"), activation="relu")
+    assert call.struct_info.shape == x.struct_info.shape and call.struct_info.dtype == "float32"
+    assert call.attrs["activation"] == "relu"
+
+
+def test_scale_shift_act_symbolic_and_unknown():
+    n = prim.PrimVar("n")
+    call = op.nn.scale_shift_act(tensor((n, 6, 3)), tensor((6,)), tensor((6,)))
+    assert call.struct_info.shape[0] is n
+    c = prim.PrimVar("c")
+    call = op.nn.scale_shift_act(tensor((2, c)), tensor((c,)), tensor((c,)))
+    assert call.struct_info.shape[1] is c
+    call = op.nn.scale_shift_act(tensor(None, ndim=-1), tensor((6,)), tensor(None, ndim=-1))
+    assert call.struct_info.ndim == -1
+
+
+@pytest.mark.parametrize(
+    "x,scale,shift,match",
+    [
+        (tensor((6,)), tensor((6,)), tensor((6,)), "channel axis 1"),
+        (tensor(()), tensor((1,)), tensor((1,)), "channel axis 1"),
+        (tensor((2, 6, 3)), tensor((5,)), tensor((6,)), "scale has 5 values"),
+        (tensor((2, 6, 3)), tensor((6,)), tensor((6, 1)), "shift must be 1-D"),
+        (tensor((2, 6, 3)), tensor((6,), "float64"), tensor((6,)), "scale is float64"),
+    ],
+)
+def test_scale_shift_act_errors(x, scale, shift, match):
+    with pytest.raises(StructInfoError, match=match):
+        op.nn.scale_shift_act(x, scale, shift)
+    with pytest.raises(StructInfoError, match="activation"):
+        op.nn.scale_shift_act(tensor((2, 6)), tensor((6,)), tensor((6,)), activation="sigmoid")
+
+
+def test_scale_shift_act_vdevice():
+    sim = VDevice("sim", 0)
+    call = op.nn.scale_shift_act(tensor((2, 6), vdevice=sim), tensor((6,)), tensor((6,)))
+    assert call.struct_info.vdevice == sim

@@ -57,6 +57,8 @@ def _samples():
         op.nn.conv2d_bias_act(img, w, tensor((6,)), padding=1, groups=2, activation="relu"),
         op.nn.conv2d_bias_add_act(img, w, tensor((6,)), tensor((1, 6, 8, 8)), padding=1, groups=2,
                                   activation="relu"),  # fmt: skip
+        op.nn.scale_shift_act(img, tensor((4,)), tensor((4,)), activation="relu"),
+        op.nn.scale_shift_act(x, tensor((4,)), tensor((4,))),
         op.nn.max_pool2d(img, 2, 2, padding=1, ceil_mode=True),
         op.nn.avg_pool2d(img, (3, 3), count_include_pad=True),
         op.nn.adaptive_avg_pool2d(img, 1), op.nn.adaptive_avg_pool2d(img),

@@ -9,9 +9,15 @@
   activation (a ResNet block's ``relu(conv(x) + b + shortcut)``). A separate op
   rather than an optional argument so each op keeps one fixed arity and one
   plain destination-passing kernel signature.
+* ``nn.scale_shift_act(data, scale, shift)``: ``activation(data * scale[c] +
+  shift[c])`` with the channel on axis 1 of a tensor of rank 2 or more (NCHW,
+  NCL, NC, ...). ``FuseChannelAffine`` builds it from a chain of ``multiply`` /
+  ``add`` by per-channel constants (+ ``nn.relu``), e.g. DenseNet's batch norms
+  after a concat, where FoldScaleAxis has no convolution to fold them into.
 
-Struct info is ``nn.conv2d``'s; ``bias`` is a 1-D tensor of one value per
-output channel in the result's dtype. Activations: ``"none"`` or ``"relu"``.
+Struct info of the conv ops is ``nn.conv2d``'s, of ``nn.scale_shift_act``
+``data``'s; ``bias``, ``scale`` and ``shift`` are 1-D tensors of one value per
+channel in the result's dtype. Activations: ``"none"`` or ``"relu"``.
 """
 
 from __future__ import annotations
@@ -35,10 +41,11 @@ from ..base import (
 from .conv import ATTRS as CONV_ATTRS
 from .conv import conv2d_attrs
 
-__all__ = ["conv2d_bias_act", "conv2d_bias_add_act"]
+__all__ = ["conv2d_bias_act", "conv2d_bias_add_act", "scale_shift_act"]
 
 OP = "nn.conv2d_bias_act"
 OP_ADD = "nn.conv2d_bias_add_act"
+OP_AFFINE = "nn.scale_shift_act"
 ACTIVATIONS = ("none", "relu")
 ATTRS = CONV_ATTRS + ("activation",)
 
@@ -95,6 +102,28 @@ def _infer_conv2d_bias_add_act(call: E.Call) -> S.StructInfo:
     return S.TensorStructInfo(out.shape, dtype, out.ndim, vdev)
 
 
+def _infer_scale_shift_act(call: E.Call) -> S.StructInfo:
+    _check_activation(OP_AFFINE, call)
+    data = tensor_arg(call, 0, "data")
+    if data.ndim in (0, 1):
+        raise fail(OP_AFFINE, f"data must have a channel axis 1 (rank 2 or more), got {S.describe(data)}")
+    channels = data.shape[1] if data.shape is not None else None
+    for index, what in ((1, "scale"), (2, "shift")):
+        vec = tensor_arg(call, index, what)
+        if vec.ndim not in (-1, 1):
+            raise fail(OP_AFFINE, f"{what} must be 1-D (one value per channel), got {S.describe(vec)}")
+        if vec.dtype is not None and data.dtype is not None and vec.dtype != data.dtype:
+            raise fail(OP_AFFINE, f"{what} is {vec.dtype} but data is {data.dtype}")
+        if vec.shape is not None and channels is not None and dims_conflict(vec.shape[0], channels):
+            raise fail(
+                OP_AFFINE,
+                f"{what} has {P.to_str(vec.shape[0])} values but data {format_shape(data.shape)} "
+                f"has {P.to_str(channels)} channels on axis 1",
+            )
+    vdev = common_vdevice([a.struct_info for a in call.args])
+    return S.TensorStructInfo(data.shape, data.dtype, data.ndim, vdev)
+
+
 def out_layout_channel(attrs: dict) -> int:
     layout = attrs.get("out_layout") or attrs.get("data_layout") or "NCHW"
     return str(layout).index("C")
@@ -104,6 +133,8 @@ register_op(OP, _infer_conv2d_bias_act, num_inputs=3, attr_names=ATTRS,
             description="2-D convolution + per-channel bias + activation")  # fmt: skip
 register_op(OP_ADD, _infer_conv2d_bias_add_act, num_inputs=4, attr_names=ATTRS,
             description="2-D convolution + per-channel bias + residual tensor + activation")  # fmt: skip
+register_op(OP_AFFINE, _infer_scale_shift_act, num_inputs=3, attr_names=("activation",),
+            description="per-channel (axis 1) scale and shift + activation")  # fmt: skip
 
 
 def conv2d_bias_act(
@@ -147,3 +178,9 @@ def conv2d_bias_add_act(
     attrs = conv2d_attrs(OP_ADD, strides, padding, dilation, groups, data_layout, kernel_layout, out_layout, out_dtype)
     attrs["activation"] = str(activation)
     return make_call(OP_ADD, [data, weight, bias, residual], attrs)
+
+
+def scale_shift_act(data: E.Expr, scale: E.Expr, shift: E.Expr, activation: str = "none") -> E.Call:
+    """``activation(data * scale[c] + shift[c])``, ``c`` the index on axis 1;
+    ``activation`` is ``"relu"`` or ``"none"``."""
+    return make_call(OP_AFFINE, [data, scale, shift], {"activation": str(activation)})
