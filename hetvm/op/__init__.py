@@ -104,6 +104,10 @@ bitwise_not                data                                  -
 cumsum cumprod             data                                  axis, dtype, exclusive
 gather_elements            data, indices                         axis: int
 einsum                     operands: Tuple                       subscripts: str
+image.resize2d             data, size (ShapeExpr (h, w))         roi: 4 float32 FloatImms, layout, method,
+                                                                 coordinate_transformation_mode, rounding_method,
+                                                                 cubic_alpha, cubic_exclude, extrapolation_value,
+                                                                 out_dtype, scales: (h, w)|None, antialias
 =========================  ====================================  ==========================================
 
 Not ops: ``call_packed(func, *args, sinfo_args=None, **attrs)`` builds
@@ -111,7 +115,7 @@ Not ops: ``call_packed(func, *args, sinfo_args=None, **attrs)`` builds
 builds the VDevice that ``hint_on_device`` takes (``R.device``).
 """
 
-from . import builtin, elementwise, memory, nn, vm
+from . import builtin, elementwise, image, memory, nn, vm
 from .create import full, full_like, ones, ones_like, zeros, zeros_like
 from .datatype import astype, where
 from .device import device, hint_on_device, to_vdevice
@@ -137,6 +141,7 @@ from .reduce import argmax, argmin, max, mean, min, prod, sum  # noqa: A004
 
 __all__ = [
     "builtin",
+    "image",
     "memory",
     "nn",
     "vm",
