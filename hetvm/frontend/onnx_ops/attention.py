@@ -120,8 +120,8 @@ def _attention(ctx: ConvertContext, node: NodeView) -> Any:
             raise ctx.error("q_num_heads and kv_num_heads must not be given for 4-D inputs")
         q_heads = _static(ctx, _shape(ctx, q, "Q")[1], "Q's head count")
         kv_heads = _static(ctx, _shape(ctx, k, "K")[1], "K's head count")
-        given = [(int(a), n) for a, n in ((attr_q_heads, q_heads), (attr_kv_heads, kv_heads)) if a is not None]
-        if any(a != n for a, n in given):
+        pairs = ((attr_q_heads, q_heads), (attr_kv_heads, kv_heads))
+        if any(a is not None and int(a) != n for a, n in pairs):
             raise ctx.error(
                 f"q_num_heads/kv_num_heads ({attr_q_heads}/{attr_kv_heads}) contradict the 4-D "
                 f"inputs' head counts ({q_heads}/{kv_heads})"
@@ -250,7 +250,8 @@ def _bias(
         else:
             m = ctx.tensor(3, "attn_mask")
             if last < kv_len:
-                pad = ctx.call("broadcast_to", ctx.const(pad_value, mdtype), (*mshape[:-1], P.IntImm(kv_len - last)))
+                pad_shape = (*mshape[:-1], P.IntImm(kv_len - last))
+                pad = ctx.call("broadcast_to", ctx.const(pad_value, mdtype), pad_shape)
                 m = ctx.call("concat", E.Tuple((m, pad)), len(mshape) - 1)
             if mdtype == "bool":
                 allowed_rt.append(m)
