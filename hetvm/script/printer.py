@@ -131,8 +131,12 @@ class _Printer:
             keyword = sinfo_keyword(name)
             if call.sinfo_args and keyword is not None:
                 args.append(f"{keyword}={self._sinfo_arg(call.sinfo_args, keyword)}")
-            rest = E.Attrs({k: v for k, v in call.attrs.items() if k not in positional})
-            args.extend(self._attrs(rest, attr_print_order(name, op_info(callee).attr_names)))
+            info = op_info(callee)
+            # attrs hetvm adds to a TVM op print only when set, so TVM reads the rest
+            own = info.extra.get("hetvm_only_attrs", {})  # attr -> its value meaning "as TVM"
+            shown = {k: v for k, v in call.attrs.items() if k not in positional}
+            rest = E.Attrs({k: v for k, v in shown.items() if not (k in own and v == own[k])})
+            args.extend(self._attrs(rest, attr_print_order(name, info.attr_names)))
             return f"R.{name}({', '.join(args)})"
         if isinstance(callee, E.ExternFunc):
             parts = [json.dumps(callee.global_symbol), *args]
