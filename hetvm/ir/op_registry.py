@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Collection
 
 from ..errors import StructInfoError
 
@@ -110,6 +110,24 @@ def op_info(op: Op | str) -> OpInfo:
         close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise StructInfoError(f"unknown op '{name}'{hint}") from None
+
+
+def fused_parts(name: str) -> tuple[str, ...]:
+    """The ops a fused op does the work of (``fused_from`` at registration);
+    empty for other ops and for names the registry does not know."""
+    _ensure_ops_loaded()
+    info = _REGISTRY.get(name)
+    return tuple(info.extra.get("fused_from", ())) if info is not None else ()
+
+
+def missing_part(name: str, missing: Collection[str]) -> str | None:
+    """Which of ``name`` and its fused parts is in ``missing`` (None if none is):
+    a device without a kernel for ``nn.relu`` has none for a fused op that relus."""
+    if not missing:
+        return None
+    if name in missing:
+        return name
+    return next((part for part in fused_parts(name) if part in missing), None)
 
 
 def registered_ops() -> list[str]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ..errors import DeviceMismatchError, HetvmRuntimeError
+from ..ir.op_registry import missing_part
 from ..kernels.registry import bind_kernel, has_kernel
 from .bytecode import (
     BUILTIN_PREFIX,
@@ -221,9 +222,15 @@ class _Emitter:
         dev = self.vm.exe_devices[ins.device]
         api = get_api(dev)
         where = f"function '{self.func.name}', pc {pc}: {format_instruction(ins)}"
-        if ins.op in api.missing_kernels or not has_kernel(ins.op, dev.kind):
-            why = "is configured without" if ins.op in api.missing_kernels else "has no"
-            msg = f"device {dev} {why} a kernel for '{ins.op}' ({where})"
+        part = missing_part(ins.op, api.missing_kernels)
+        if part is not None or not has_kernel(ins.op, dev.kind):
+            if part is None:
+                why = f"has no kernel for '{ins.op}'"
+            elif part == ins.op:
+                why = f"is configured without a kernel for '{ins.op}'"
+            else:
+                why = f"is configured without a kernel for '{part}', which '{ins.op}' fuses"
+            msg = f"device {dev} {why} ({where})"
             kern = self.bind(_raiser(msg), "_K")
         else:
             kern = self.bind(bind_kernel(ins.op, dev.kind, api.xp, dict(ins.attrs)), "_K")

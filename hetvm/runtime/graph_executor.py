@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ArtifactError, DeviceMismatchError, HetvmRuntimeError
+from ..ir.op_registry import missing_part
 from .device import Device, copy_array, device
 from .memory import make_allocator
 from .ndarray import NDArray, view
@@ -95,8 +96,11 @@ class GraphExecutor:
         from ..kernels import bind_kernel
 
         k = self.lib["kernels"][node["lib"]]
-        if k["op"] in node_dev.api.missing_kernels:
-            raise HetvmRuntimeError(f"node {index} ('{node.get('binding', k['op'])}'): {node_dev} has no kernel for '{k['op']}'")
+        part = missing_part(k["op"], node_dev.api.missing_kernels)
+        if part is not None:
+            fused = "" if part == k["op"] else f" (which '{k['op']}' fuses)"
+            raise HetvmRuntimeError(
+                f"node {index} ('{node.get('binding', k['op'])}'): {node_dev} has no kernel for '{part}'{fused}")
         fn = bind_kernel(k["op"], node_dev.kind, node_dev.api.xp, dict(k["attrs"]))
         args: list[Any] = []
         for a in node["inputs"]:

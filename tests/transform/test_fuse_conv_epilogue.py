@@ -606,3 +606,51 @@ def test_resnet_block_on_sim_and_cpu():
             assert report["cpu:0"]["peak_bytes"] > 0 and lowered.attrs["device_copies"]
         else:  # all on the accelerator, residuals included
             assert report["sim:0"]["peak_bytes"] > 0 and report["cpu:0"]["peak_bytes"] == 0
+
+
+@pytest.mark.parametrize("part", ["nn.conv2d", "nn.relu", "add"])
+def test_a_missing_part_makes_the_fused_op_missing(part):
+    """sim configured without a kernel for a fused op's part has none for the fused
+    op either: it falls back to the CPU, and the copy's reason names the part."""
+    from hetvm.cli_support.placement import pin_params
+    from hetvm.ir import VDevice
+
+    rng = _rng()
+    mod = _resnet_like(rng)
+    sim, cpu = VDevice("sim", 0), VDevice("llvm", 0)
+    placed = pin_params(mod.with_global_infos(vdevice=[sim, cpu]), sim)
+    x = _rand(rng, 2, 3, 16, 16)
+    want = _run(mod, x, fuse=False)
+    options = {"missing_kernels": {"sim:0": [part]}}
+    lowered = hetvm.pipeline.lower(placed, plan_devices_options=options)
+    reasons = " ".join(str(c) for c in lowered.attrs["device_copies"])
+    assert f"'{part}', which 'nn.conv2d_bias" in reasons
+    exe = hetvm.build(placed, plan_devices_options=options)
+    devices = [hetvm.device("sim", 0, missing_kernels=[part]), hetvm.cpu(0)]
+    try:
+        got = hetvm.VirtualMachine(exe, devices, poison=True)["main"](x).copyto(hetvm.cpu(0)).numpy()
+    finally:
+        hetvm.device("sim", 0, missing_kernels=[])
+    _close(got, want)
+
+
+def test_the_runtime_refuses_a_fused_op_whose_part_is_missing():
+    from hetvm.ir import VDevice
+    from hetvm.ir.op_registry import fused_parts, missing_part
+
+    assert missing_part("nn.conv2d_bias_act", {"nn.relu"}) == "nn.relu"
+    assert missing_part("nn.conv2d_bias_act", {"nn.conv2d_bias_act", "nn.relu"}) == "nn.conv2d_bias_act"
+    assert missing_part("nn.scale_shift_act", {"nn.conv2d"}) is None
+    assert missing_part("no.such.op", {"add"}) is None and fused_parts("add") == ()
+    rng = _rng()
+    mod = _resnet_like(rng).with_global_infos(vdevice=[VDevice("sim", 0)])
+    exe = hetvm.build(mod, target="sim")  # planned with every kernel present
+    try:
+        with pytest.raises(hetvm.errors.HetvmRuntimeError, match="without a kernel for 'nn.relu', which"):
+            vm = hetvm.VirtualMachine(exe, [hetvm.device("sim", 0, missing_kernels=["nn.relu"])])
+            vm["main"](_rand(rng, 2, 3, 16, 16))
+        graph, lib, _ = hetvm.build(mod, target="sim", executor="graph")
+        with pytest.raises(hetvm.errors.HetvmRuntimeError, match="no kernel for 'nn.relu' \\(which"):
+            hetvm.graph_executor.create(graph, lib, [hetvm.device("sim", 0, missing_kernels=["nn.relu"])])
+    finally:
+        hetvm.device("sim", 0, missing_kernels=[])

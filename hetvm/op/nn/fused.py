@@ -129,12 +129,18 @@ def out_layout_channel(attrs: dict) -> int:
     return str(layout).index("C")
 
 
+# ``fused_from``: the ops whose work a fused op does. A device configured without
+# a kernel for one of them has none for the fused op either (see
+# ``op_registry.fused_parts``), so a missing kernel is respected after fusion.
 register_op(OP, _infer_conv2d_bias_act, num_inputs=3, attr_names=ATTRS,
-            description="2-D convolution + per-channel bias + activation")  # fmt: skip
+            description="2-D convolution + per-channel bias + activation",
+            fused_from=("nn.conv2d", "add", "nn.relu"))  # fmt: skip
 register_op(OP_ADD, _infer_conv2d_bias_add_act, num_inputs=4, attr_names=ATTRS,
-            description="2-D convolution + per-channel bias + residual tensor + activation")  # fmt: skip
+            description="2-D convolution + per-channel bias + residual tensor + activation",
+            fused_from=("nn.conv2d", "add", "nn.relu"))  # fmt: skip
 register_op(OP_AFFINE, _infer_scale_shift_act, num_inputs=3, attr_names=("activation",),
-            description="per-channel (axis 1) scale and shift + activation")  # fmt: skip
+            description="per-channel (axis 1) scale and shift + activation",
+            fused_from=("multiply", "add", "nn.relu"))  # fmt: skip
 
 
 def conv2d_bias_act(

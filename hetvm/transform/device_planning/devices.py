@@ -24,6 +24,7 @@ from typing import Iterable, Mapping
 
 from ...errors import DevicePlanError
 from ...ir.module import IRModule
+from ...ir.op_registry import missing_part
 from ...ir.vdevice import VDevice, runtime_kind
 
 DeviceKey = tuple[str, int, str]
@@ -158,8 +159,11 @@ class DeviceTable:
         """Why device ``key`` cannot run ``op`` (None when it can)."""
         if op in VIEW_OPS:
             return None
-        if op in self.missing.get(key, ()):
+        part = missing_part(op, self.missing.get(key, ()))
+        if part == op:
             return f"{key_str(key)} is configured without a kernel for '{op}'"
+        if part is not None:
+            return f"{key_str(key)} is configured without a kernel for '{part}', which '{op}' fuses"
         if self.check_registry and not _registry_has(op, key[0]):
             return f"the kernel registry has no '{op}' kernel for kind '{key[0]}'"
         return None
