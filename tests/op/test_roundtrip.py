@@ -109,6 +109,8 @@ def _samples():
         op.gather_elements(x, tensor((2, 4), "int64", name="g"), 0),
         op.einsum([x, y], "ij,jk->ik"), op.einsum((x,), "...->..."),
     ]  # fmt: skip
+    img = tensor((1, 4, 8, 8), name="img")  # hetvm/op/image.py
+    calls += [op.image.resize2d(img, (n, 12)), op.image.resize2d(img, 4, method="cubic", scales=(0.5, 0.5), antialias=True)]
     return calls
 
 
