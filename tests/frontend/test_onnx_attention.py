@@ -231,7 +231,7 @@ def test_symbolic_batch(kit):
 @pytest.mark.parametrize(
     "feeds, kw, message",
     [
-        ({**qkv4(), "attn_mask": np.ones((4, 6), np.int32)}, {}, "attn_mask of dtype int32 is not supported"),
+        ({**qkv4(), "attn_mask": np.ones((4, 6), np.int32)}, {}, "unsupported dtype int32 of attn_mask"),
         (qkv4(hq=4, hkv=3), {}, "4 query heads cannot be grouped over 3 key/value heads"),
         ({"Q": rand(2, 4, 24), "K": rand(2, 6, 24), "V": rand(2, 6, 24)}, {"q_num_heads": 5, "kv_num_heads": 3},
          "Q's hidden size 24 is not divisible by 5 heads"),  # fmt: skip

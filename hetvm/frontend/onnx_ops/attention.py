@@ -86,7 +86,7 @@ def _attention(ctx: ConvertContext, node: NodeView) -> Any:
     q, k, v = ctx.tensor(0, "Q"), ctx.tensor(1, "K"), ctx.tensor(2, "V")
     dtype = ctx.dtype(q)
     if dtype not in _FLOATS:
-        raise ctx.error(f"Q of dtype {dtype} is not supported (float16/32/64)")
+        raise ctx.error(f"unsupported dtype {dtype} of Q (float16, float32 or float64)")
     for name, t in (("K", k), ("V", v)):
         if ctx.dtype(t) != dtype:
             raise ctx.error(f"{name} has dtype {ctx.dtype(t)}, Q has {dtype}; mixed dtypes are not supported")
@@ -178,7 +178,7 @@ def _attention(ctx: ConvertContext, node: NodeView) -> Any:
     precision = node.attr("softmax_precision")
     sm_dtype = dtype if precision is None else dtype_of(int(precision))
     if sm_dtype not in _FLOATS:
-        raise ctx.error(f"softmax_precision {sm_dtype} is not supported (float16/32/64)")
+        raise ctx.error(f"unsupported dtype {sm_dtype} of softmax_precision (float16, float32 or float64)")
     x = scores if sm_dtype == dtype else ctx.call("astype", scores, sm_dtype)
     if masked_rows is not None:
         x = ctx.call("where", masked_rows, ctx.const(0, sm_dtype), x)
@@ -229,7 +229,7 @@ def _bias(
     if mask is not None:
         mdtype = ctx.dtype(mask)
         if mdtype != "bool" and mdtype not in _FLOATS:
-            raise ctx.error(f"attn_mask of dtype {mdtype} is not supported (bool or float)")
+            raise ctx.error(f"unsupported dtype {mdtype} of attn_mask (bool or float)")
         mshape = _shape(ctx, mask, "attn_mask")
         if len(mshape) > 4:
             raise ctx.error(f"attn_mask must have rank <= 4, got {len(mshape)}")
