@@ -31,7 +31,7 @@ from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
 from .attrs import as_shape_arg, dtype_str
-from .base import describe_arg, fail, make_call, op_name, register_op, tensor_arg
+from .base import describe_arg, fail, format_shape, make_call, op_name, register_op, tensor_arg
 from .nn.layout import check_layout
 
 __all__ = ["resize2d"]
@@ -85,7 +85,7 @@ def _infer_resize2d(call: E.Call) -> S.StructInfo:
         for what, dim in zip(("height", "width"), size.values):
             value = P.const_value(dim)
             if value is not None and value <= 0:
-                raise fail(op, f"output {what} must be positive, got size {tuple(map(P.to_str, size.values))}")
+                raise fail(op, f"output {what} must be positive, got size {format_shape(size.values)}")
     if data.shape is None or size.values is None:
         return S.TensorStructInfo(None, dtype, 4, data.vdevice)
     dims = dict(zip(layout, data.shape))
