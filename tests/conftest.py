@@ -7,6 +7,7 @@ that fails once fails every time, with the same example). Set
 
 import os
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("hetvm-ci", derandomize=True, deadline=None, print_blob=True)
@@ -14,3 +15,17 @@ settings.register_profile("hetvm-explore", deadline=None, print_blob=True)
 settings.load_profile(
     "hetvm-explore" if os.environ.get("HETVM_HYPOTHESIS") == "explore" else "hetvm-ci"
 )
+
+
+@pytest.fixture(autouse=True)
+def _devices_unconfigured_after_each_test():
+    """A device's configuration (missing kernels, capacity) is process-wide state:
+    a test that restricts ``sim:1`` must not restrict the next test run in the same
+    worker (the long fuzz run found a regression test failing only after a
+    property test had configured ``sim:1`` without ``negative``)."""
+    yield
+    from hetvm.runtime.device import _APIS
+
+    for api in _APIS.values():
+        api.missing_kernels = frozenset()
+        api.capacity = None

@@ -13,6 +13,7 @@ memory planner owns on the destination device.
 
 from __future__ import annotations
 
+from ..errors import StructInfoError
 from ..ir import expr as E
 from ..ir import struct_info as S
 from ..ir.module import IRModule
@@ -27,7 +28,11 @@ UNIT = S.TupleStructInfo([])
 
 def alloc_tensor_call(sinfo: S.TensorStructInfo, dev_index: int) -> E.Call:
     """``R.builtin.alloc_tensor(shape, dtype, dev)`` for a tensor struct info."""
-    assert sinfo.shape is not None and sinfo.dtype is not None
+    if sinfo.shape is None or sinfo.dtype is None:
+        raise StructInfoError(
+            f"cannot allocate {S.describe(sinfo)}: its shape and dtype must be known "
+            "(MatchJoinedShapes gives joined values a shape; others need a match_cast)"
+        )
     return E.Call(
         get_op("builtin.alloc_tensor"),
         (E.ShapeExpr(sinfo.shape), E.DataTypeImm(sinfo.dtype), E.PrimValue(dev_index)),

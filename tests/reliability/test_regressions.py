@@ -6,6 +6,7 @@ import hetvm
 from hetvm import ir
 from hetvm import op as R
 from hetvm.ir import struct_info as S
+from hetvm.pipeline import lower
 from hetvm.script import from_source
 
 MATCH_CAST_OUTPUT = '''
@@ -309,3 +310,46 @@ class Module:
     np.testing.assert_array_equal(gv.copyto(hetvm.cpu(0)).numpy(), x1)
     np.testing.assert_array_equal(b.copyto(hetvm.cpu(0)).numpy(), x1)
     np.testing.assert_array_equal(a.copyto(hetvm.cpu(0)).numpy(), x0)
+
+
+COPY_OF_A_MATCH_CAST_ALIAS = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global")]})
+    @R.function
+    def main(x0: R.Tensor(("n", "n"), dtype="float32", vdevice="sim:0:global"),
+             x1: R.Tensor((), dtype="bool")) -> R.Tensor(dtype="float32", ndim=2, vdevice="sim:0:global"):
+        n = T.int64()
+        R.func_attr({"tir_var_upper_bound": {"n": 3}})
+        d0 = T.int64()
+        d1 = T.int64()
+        lv1 = R.match_cast(x0, R.Tensor((d0, d1), dtype="float32"))
+        lv2 = R.tanh(lv1)
+        if x1:
+            lv9 = lv1
+        else:
+            lv8 = R.negative(lv1)
+            lv9 = lv8
+        lv10 = R.hint_on_device(lv9, R.device("sim", 0))
+        return R.add(lv10, R.hint_on_device(lv2, R.device("sim", 0)))
+'''
+
+
+def test_copy_of_a_match_cast_alias_keeps_the_cast_shape():
+    """Found by the long run: with `tanh` and `negative` missing on sim:0, PlanDevices
+    copied the match_cast's source `x0` (shape (n, n)) to the CPU and read the copy
+    where the alias `lv1` (shape (d0, d1)) had been read; the If's branches then
+    joined (n, n) with (d0, d1), lost the shape, and CallTIRRewrite failed an
+    assertion allocating the copy back to sim:0. The copy is now cast to the alias's
+    shape once, outside the branch."""
+    options = {"missing_kernels": {"sim:0": ["tanh", "negative"]}}
+    mod = from_source(COPY_OF_A_MATCH_CAST_ALIAS)
+    lowered = lower(mod, plan_devices_options=options)
+    text = lowered.script()
+    assert text.count("R.match_cast(x0_cpu0") == 1 and "kernel.negative" in text
+    exe = hetvm.build(mod, plan_devices_options=options)
+    devices = [hetvm.cpu(0), hetvm.device("sim", 0, missing_kernels=["tanh", "negative"])]
+    x = np.arange(9, dtype="float32").reshape(3, 3) / 10
+    for flag, branch in ((True, x), (False, -x)):
+        out = hetvm.VirtualMachine(exe, devices, poison=True)["main"](x, np.array(flag))
+        np.testing.assert_allclose(out.copyto(hetvm.cpu(0)).numpy(), branch + np.tanh(x), rtol=1e-6)

@@ -59,6 +59,8 @@ class Rewriter:
         self.home: dict[int, tuple[E.Var, tuple[int, ...], list[E.Binding]]] = {}
         self.refs: dict[int, E.Var] = {}
         self.copies: dict[tuple[int, DeviceKey], E.Var] = {}
+        self.defined_in: dict[E.Var, list[E.Binding]] = {}
+        self.recasts: dict[tuple[E.Var, E.Var], E.Var] = {}
         self.copy_order: list[tuple[int, DeviceKey]] = []
         self.consts: dict[tuple[int, DeviceKey], E.Constant] = {}
         self.cur: list[E.Binding] = []
@@ -198,12 +200,42 @@ class Rewriter:
         if self.satisfied(tree, want, path):
             return self.bind_here(base, hint) if isinstance(base, E.TupleGetItem) else base
         if isinstance(tree, int):
-            return self.materialize(tree, want(path))  # type: ignore[arg-type]
+            return self.as_alias(base, self.materialize(tree, want(path)), hint)  # type: ignore[arg-type]
         assert isinstance(tree, tuple)
         return E.Tuple(tuple(
             self.rebuild_tree(E.TupleGetItem(base, i), t, want, path + (i,), f"{hint}_{i}")
             for i, t in enumerate(tree)
         ))
+
+    def as_alias(self, alias: E.Expr, copy: E.Var, hint: str) -> E.Expr:
+        """``copy`` (of the root value) where ``alias`` was read. An alias made by a
+        match_cast knows a shape the root does not (``(d0, d1)`` for ``(n, n)``); a
+        match_cast of the copy keeps that shape, so later struct info stays exact.
+
+        The cast is bound once per (alias, copy), right after the later of the two
+        definitions: in a branch it would count as defining the shape variables
+        there, and the branch's result would lose its shape when leaving it."""
+        want, got = alias.struct_info, copy.struct_info
+        if not (isinstance(want, S.TensorStructInfo) and isinstance(got, S.TensorStructInfo)):
+            return copy
+        if want.shape is None or (got.shape is not None and structural_equal(
+                S.TensorStructInfo(want.shape, want.dtype), S.TensorStructInfo(got.shape, got.dtype),
+                map_free_vars=False)):  # fmt: skip
+            return copy
+        key = (alias, copy) if isinstance(alias, E.Var) else None
+        if key is not None and key in self.recasts:
+            return self.recasts[key]
+        target = S.TensorStructInfo(want.shape, want.dtype or got.dtype, vdevice=got.vdevice)
+        cast = E.Var(self.fresh_name(f"{hint}_{copy.name_hint}"), struct_info=target)
+        binding = E.MatchCast(cast, copy, target)
+        block = self.defined_in.get(alias) if key is not None else None  # type: ignore[arg-type]
+        if block is None:
+            self.cur.append(binding)
+            return cast
+        after = max(_index_of(block, alias), _index_of(block, copy))  # type: ignore[arg-type]
+        block.insert(after + 1, binding)
+        self.recasts[key] = cast  # type: ignore[index]
+        return cast
 
     def rebuild(self, expr: E.Expr, want: Want, path: tuple[int, ...] = (), op_operand: bool = False) -> E.Expr:
         """``expr`` (old IR) with every tensor leaf on the device ``want`` names
@@ -297,6 +329,7 @@ class Rewriter:
             self.cur.append(E.MatchCast(new, value, self.with_devices(old.struct_info, self.dev_tree(self.col.env.get(var))), span=old.span))  # type: ignore[arg-type]
         else:
             self.cur.append(E.VarBinding(new, value, span=old.span))
+        self.defined_in[new] = self.cur
         self.set_homes(self.col.env.get(var), new, self.cur)
 
     def binding(self, b: E.Binding) -> None:
@@ -448,3 +481,8 @@ def _collect_names(func: E.Function, out: set[str]) -> None:
                     walk(v.false_branch)
 
     walk(func.body)
+
+
+def _index_of(block: list[E.Binding], var: E.Var) -> int:
+    """Where ``var`` is bound in ``block`` (-1 when it is bound elsewhere)."""
+    return next((i for i, b in enumerate(block) if b.var is var), -1)
