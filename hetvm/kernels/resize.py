@@ -15,9 +15,9 @@ coordinate landing exactly on a pixel) agree with the reference:
 * source coordinate ``x`` per ``coordinate_transformation_mode``, using the
   scale (``attrs["scales"]``, else ``out / in``) and the unfloored output
   length ``scale * in``;
-* nearest: ``floor(x)`` or the next pixel by ``rounding_method``; linear and
-  cubic: taps around ``ceil(x) - 1`` with the ratio in ``(0, 1]`` (a coordinate
-  on a pixel takes that pixel with weight 1);
+* linear and cubic: 2 or 4 taps from ``floor(x)`` (one less on a pixel), weighted
+  by the ratio past the left tap, in ``(0, 1]`` (on a pixel: that pixel alone);
+  nearest: the left or right one of 2 such taps by ``rounding_method``;
 * antialias (downsampling linear/cubic): the filter stretched by ``1 / scale``
   and renormalised; ``cubic_exclude``: taps outside the image get weight 0 and
   the rest are renormalised;
@@ -87,21 +87,39 @@ def _source_coords(ctm: str, n_in: int, n_out: int, scale: float, lo: float, hi:
     return x, outside
 
 
-def _nearest(x: np.ndarray, rounding: str) -> np.ndarray:
+def _ratio(x: np.ndarray) -> np.ndarray:
+    """The position of ``x`` past the left tap, in ``(0, 1]``: 1 on a pixel."""
     base = np.floor(x)
-    on_pixel = x == base
-    frac = x - base
+    return np.where(x == base, 1.0, x - base)
+
+
+def _window_start(x: np.ndarray, taps: int) -> np.ndarray:
+    """The first of ``taps`` (even) neighbours of ``x``: ``floor(x) - taps/2 + 1``,
+    or one less on a pixel. Found, as ONNX's reference finds it, on ``x`` shifted
+    by the edge padding: where that shift rounds away a fraction below one ulp
+    (``3.0000000000000004 + 1 == 4.0``) the window is the on-pixel one, so results
+    agree with the reference's there too."""
+    pad = taps // 2
+    shifted = x + pad
+    whole = np.floor(shifted)
+    start = whole.astype(np.int64) - pad + np.where(shifted == whole, 0, 1)
+    return start - taps // 2
+
+
+def _nearest_pick(ratio: np.ndarray, rounding: str) -> np.ndarray:
+    """Which of the two neighbours (0: left, 1: right) nearest takes."""
+    on_pixel = ratio == 1.0
     if rounding == "floor":
-        up = np.zeros(x.shape, bool)
+        right = on_pixel
     elif rounding == "ceil":
-        up = ~on_pixel
+        right = np.ones(ratio.shape, bool)
     elif rounding == "round_prefer_floor":
-        up = ~on_pixel & (frac > 0.5)
+        right = on_pixel | (ratio > 0.5)
     elif rounding in ("round", "round_prefer_ceil"):
-        up = ~on_pixel & (frac >= 0.5)
+        right = on_pixel | (ratio >= 0.5)
     else:
         raise ValueError(f"image.resize2d: unknown rounding_method {rounding!r}")
-    return base.astype(np.int64) + up
+    return right.astype(np.int64)
 
 
 def _cubic_weights(t: np.ndarray, a: float) -> np.ndarray:
@@ -114,12 +132,13 @@ def _cubic_weights(t: np.ndarray, a: float) -> np.ndarray:
     return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
 
 
-def _filter(method: str, ratio: np.ndarray, scale: float, alpha: float, antialias: bool):
-    """(tap offsets from ``ceil(x) - 1``, weights (n_out, taps)) of linear or cubic."""
+def _filter(method: str, ratio: np.ndarray, scale: float, alpha: float, antialias: bool) -> np.ndarray:
+    """Weights (n_out, taps) of linear or cubic, for taps at ``1 - taps/2 ...
+    taps/2`` from the left neighbour (``ratio`` past it)."""
     r = ratio[:, None]
     if not antialias:
         if method == "linear":
-            return np.arange(2), np.concatenate([1 - r, r], axis=1)
+            return np.concatenate([1 - r, r], axis=1)
         a = alpha
         s = 1 - r  # ONNX's four cubic coefficients for the taps at -1, 0, 1, 2
         w = [
@@ -128,7 +147,7 @@ def _filter(method: str, ratio: np.ndarray, scale: float, alpha: float, antialia
             ((a + 2) * s - (a + 3)) * s * s + 1,
             ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a,
         ]
-        return np.arange(-1, 3), np.concatenate(w, axis=1)
+        return np.concatenate(w, axis=1)
     # antialias: the filter widened by 1/scale when downsampling, renormalised
     s = min(scale, 1.0)
     reach = 1 if method == "linear" else 2
@@ -138,7 +157,7 @@ def _filter(method: str, ratio: np.ndarray, scale: float, alpha: float, antialia
         w = np.clip(1 - np.abs((offsets[None, :] - r) * s), 0, 1)
     else:
         w = _cubic_weights(s * (offsets[None, :] - r), alpha)
-    return offsets, w / w.sum(axis=1, keepdims=True)
+    return w / w.sum(axis=1, keepdims=True)
 
 
 @functools.lru_cache(maxsize=256)
@@ -164,16 +183,17 @@ def axis_taps(
     if n_out == n_in and math.isclose(scale, 1.0) and trivial_roi:
         return Taps(np.arange(n_in)[:, None], None, None, True)
     x, outside = _source_coords(ctm, n_in, n_out, scale, lo, hi)
+    ratio = _ratio(x)
     if method == "nearest_neighbor":
-        index = _nearest(x, rounding)[:, None]
+        index = (_window_start(x, 2) + _nearest_pick(ratio, rounding))[:, None]
         weights = None
         dropped = (index < 0) | (index >= n_in)
         if exclude and dropped.any():  # a lone tap outside: weight 0, nothing to renormalise
             weights = np.where(dropped, 0.0, 1.0)
     else:
-        base = np.ceil(x).astype(np.int64) - 1
-        offsets, weights = _filter(method, x - base, scale, alpha, antialias)
-        index = base[:, None] + offsets[None, :]
+        weights = _filter(method, ratio, scale, alpha, antialias)
+        taps = weights.shape[1]
+        index = _window_start(x, taps)[:, None] + np.arange(taps)[None, :]
         if exclude:
             weights = np.where((index < 0) | (index >= n_in), 0.0, weights)
             total = weights.sum(axis=1, keepdims=True)
