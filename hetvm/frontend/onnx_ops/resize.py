@@ -71,6 +71,10 @@ def _static(ctx: ConvertContext, dims: Sequence[P.PrimExpr], what: str) -> list[
     return values  # type: ignore[return-value]
 
 
+def _dims(dims: Sequence[P.PrimExpr]) -> str:
+    return "[" + ", ".join(P.to_str(d) for d in dims) + "]"
+
+
 def _layout(ctx: ConvertContext, resized: list[int], detail: str) -> str:
     """The layout naming the resized axes H and W (NCHW, or NHWC for axes 1 and 2)."""
     if set(resized) <= {2, 3}:
@@ -83,7 +87,7 @@ def _layout(ctx: ConvertContext, resized: list[int], detail: str) -> str:
     )
 
 
-def _resize_2d(ctx: ConvertContext, node: NodeView, x: E.Expr, mode: str, out: list[P.PrimExpr],
+def _resize_2d(ctx: ConvertContext, x: E.Expr, mode: str, out: list[P.PrimExpr],
                scales: list[float] | None, roi: list[float] | None, ctm: str, rounding: str,
                **attrs: Any) -> E.Expr:  # fmt: skip
     """Emits image.resize2d for the full-rank output dims ``out``; ``scales`` are
@@ -97,8 +101,8 @@ def _resize_2d(ctx: ConvertContext, node: NodeView, x: E.Expr, mode: str, out: l
     ]  # fmt: skip
     if not resized:
         return x  # nothing changes: Resize is the identity
-    what = f"output dims {[P.to_str(o) for o in out]}" + (f", scales {scales}" if scales else "")
-    layout = _layout(ctx, resized, f"{what} for input dims {[P.to_str(d) for d in shape]}")
+    what = f"output dims {_dims(out)}" + (f", scales {scales}" if scales else "")
+    layout = _layout(ctx, resized, f"{what} for input dims {_dims(shape)}")
     ah, aw = layout.index("H"), layout.index("W")
     hw_scales = None
     if scales is not None:
@@ -169,7 +173,7 @@ def _legacy(ctx: ConvertContext, node: NodeView, scales: list[float] | None) -> 
             "ceil down) is defined per resize, not per axis"
         )
     rounding = "ceil" if downs else "floor"
-    return _resize_2d(ctx, node, x, mode, _from_scales(ctx, x, scales), scales, None, "asymmetric", rounding)
+    return _resize_2d(ctx, x, mode, _from_scales(ctx, x, scales), scales, None, "asymmetric", rounding)
 
 
 @converter("Upsample", since=7)
@@ -222,7 +226,7 @@ def _resize(ctx: ConvertContext, node: NodeView) -> Any:
     ctm = node.attr("coordinate_transformation_mode", "half_pixel")
     rounding = node.attr("nearest_mode", "round_prefer_floor")
     return _resize_2d(
-        ctx, node, x, mode, out, scales, roi, ctm, rounding,
+        ctx, x, mode, out, scales, roi, ctm, rounding,
         cubic_alpha=float(node.attr("cubic_coeff_a", -0.75)),
         cubic_exclude=int(node.attr("exclude_outside", 0)),
         extrapolation_value=float(node.attr("extrapolation_value", 0.0)),
