@@ -33,6 +33,15 @@ qualify and ends at a ``nn.relu``. Only chains of two steps or more are fused
 alone, and the fused op never starts or continues a chain, so running the
 pass twice equals running it once. The result keeps the last binding's
 variable. The input module is never mutated.
+
+Scale into the next convolution: when the chain's result has one use, as the
+data of a convolution (``nn.conv2d`` or a fused conv op, NCHW/OIHW, one
+group, a Constant weight of the same dtype) and every combined scale is
+positive, the scale moves into that convolution's weight -- for ``s > 0``,
+``relu(s*x + t) == s * relu(x + t/s)`` and a convolution is linear in each
+input channel (zero padding stays zero) -- so the fused op only shifts (its
+kernel then skips the multiply: one pass less over the activation). DenseNet
+normalises every concat this way before a 1x1 convolution.
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ from .pass_infra import FunctionPass, PassContext
 __all__ = ["FuseChannelAffine"]
 
 _FUSED = "nn.scale_shift_act"
+_CONVS = ("nn.conv2d", "nn.conv2d_bias_act", "nn.conv2d_bias_add_act")
 
 
 def _step(value: E.Expr) -> tuple[str, E.Var, E.Constant | None] | None:
@@ -98,7 +108,7 @@ def _same_shape(a: S.TensorStructInfo | None, b: S.TensorStructInfo) -> bool:
 class _Chain:
     """One chain being grown: its input, bindings and the combined affine map."""
 
-    __slots__ = ("x", "sinfo", "channels", "bindings", "scale", "shift", "const_vdevice", "closed")
+    __slots__ = ("x", "sinfo", "channels", "bindings", "scale", "shift", "const_vdevice", "closed", "conv")
 
     def __init__(self, x: E.Var, sinfo: S.TensorStructInfo, channels: int, const_vdevice: object):
         self.x = x
@@ -109,6 +119,7 @@ class _Chain:
         self.shift = np.zeros(channels)
         self.const_vdevice = const_vdevice
         self.closed = False
+        self.conv: E.VarBinding | None = None  # the convolution its scale moves into
 
     @classmethod
     def start(cls, x: E.Var, const: E.Constant | None) -> _Chain | None:
@@ -158,6 +169,7 @@ class _Fuser(ExprMutator):
     def __init__(self, mod: IRModule, uses: dict[E.Var, int]) -> None:
         super().__init__(mod)
         self.uses = uses
+        self.folds: dict[E.Var, _Chain] = {}  # convolution var -> the chain it takes a scale from
 
     def _plan_block(self, block: E.BindingBlock) -> tuple[dict[E.Var, _Chain], set[E.Var]]:
         """Chains worth fusing keyed by their last var, and the vars they replace."""
@@ -189,6 +201,13 @@ class _Fuser(ExprMutator):
                 continue
             plans[chain.end.var] = chain
             dropped.update(b.var for b in chain.bindings[:-1])
+        for b in block.bindings:
+            if isinstance(b, E.VarBinding) and op_name(b.value) in _CONVS:
+                data = b.value.args[0]  # type: ignore[attr-defined]
+                chain = plans.get(data) if isinstance(data, E.Var) else None
+                if chain is not None and self.uses.get(data, 0) == 1 and _scale_folds(chain, b.value):
+                    chain.conv = b
+                    self.folds[b.var] = chain
         return plans, dropped
 
     def visit_binding_block(self, block: E.BindingBlock) -> E.BindingBlock:
@@ -200,6 +219,8 @@ class _Fuser(ExprMutator):
             var = binding.var
             if var in plans:
                 self._emit_chain(plans[var])
+            elif var in self.folds:
+                self._emit_scaled_conv(binding, self.folds[var])  # type: ignore[arg-type]
             elif var not in dropped:
                 self.visit_binding(binding)
         out = self._emitted.pop()
@@ -209,7 +230,10 @@ class _Fuser(ExprMutator):
         dtype = chain.sinfo.dtype
         vdev = chain.const_vdevice
         consts = []
-        for vec in (chain.scale, chain.shift):
+        scale, shift = chain.scale, chain.shift
+        if chain.conv is not None:  # the convolution takes the scale
+            scale, shift = np.ones_like(scale), shift / scale
+        for vec in (scale, shift):
             arr = vec.astype(dtype)
             consts.append(E.Constant(arr, struct_info=S.TensorStructInfo(arr.shape, dtype, vdevice=vdev)))
         x = self.visit_expr(chain.x)
@@ -222,6 +246,36 @@ class _Fuser(ExprMutator):
             value = E.replace(value, struct_info=end.value.struct_info)
         var = self._retype(end.var, value)
         self.emit_binding(E.VarBinding(var, value, span=end.span))
+
+
+    def _emit_scaled_conv(self, binding: E.VarBinding, chain: _Chain) -> None:
+        call: E.Call = binding.value  # type: ignore[assignment]
+        weight: E.Constant = call.args[1]  # type: ignore[assignment]
+        data = weight.data
+        scaled = (data.astype(np.float64) * chain.scale[None, :, None, None]).astype(data.dtype)
+        new_weight = E.Constant(scaled, struct_info=weight.struct_info, span=weight.span)
+        args = (self.visit_expr(call.args[0]), new_weight, *(self.visit_expr(a) for a in call.args[2:]))
+        value = self.normalize(E.replace(call, args=args, struct_info=None))
+        var = self._retype(binding.var, value)
+        self.emit_binding(E.VarBinding(var, value, span=binding.span))
+
+
+def _scale_folds(chain: _Chain, conv: E.Call) -> bool:
+    """Whether ``chain``'s scale can move into ``conv``'s weight exactly: positive
+    scales, one group, NCHW/OIHW, a Constant weight whose input channels are the
+    chain's, and a scaled weight and shift that stay finite in the dtype."""
+    at = conv.attrs
+    if int(at.get("groups", 1)) != 1 or (at.get("data_layout"), at.get("kernel_layout")) != ("NCHW", "OIHW"):
+        return False
+    weight = conv.args[1]
+    dtype = chain.sinfo.dtype
+    if not isinstance(weight, E.Constant) or str(weight.data.dtype) != dtype or weight.data.ndim != 4:
+        return False
+    if weight.data.shape[1] != chain.channels or chain.sinfo.ndim != 4 or not np.all(chain.scale > 0):
+        return False
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        scaled = weight.data.astype(np.float64) * chain.scale[None, :, None, None]
+        return bool(np.all(np.isfinite(scaled.astype(dtype))) and np.all(np.isfinite((chain.shift / chain.scale).astype(dtype))))
 
 
 def _representable(chain: _Chain) -> bool:

@@ -457,3 +457,60 @@ def test_onnx_dense_block_on_sim_and_cpu():
             assert report["cpu:0"]["peak_bytes"] > 0 and lowered.attrs["device_copies"]
         else:
             assert report["sim:0"]["peak_bytes"] > 0 and report["cpu:0"]["peak_bytes"] == 0
+
+
+# -- the scale moves into the next convolution ----------------------------------
+
+
+def _chain_into_conv(rng, scale_sign=1.0, groups=1, padding=(1, 1, 1, 1), second_use=False, relu=True):
+    c = 6
+    s = (np.abs(_rand(rng, c, 1, 1)) + 0.1) * scale_sign
+    t = _rand(rng, c, 1, 1)
+    w = _rand(rng, 4, c // groups, 3, 3)
+
+    def body(bb, x):
+        a = bb.emit(op.multiply(x, const(s)))
+        b = bb.emit(op.add(a, const(t)))
+        r = bb.emit(op.nn.relu(b)) if relu else b
+        y = bb.emit(op.nn.conv2d(r, const(w), padding=padding, groups=groups))
+        return E.Tuple((y, r)) if second_use else y
+
+    return body
+
+
+@pytest.mark.parametrize("relu", [True, False])
+@pytest.mark.parametrize("padding", [(1, 1, 1, 1), (0, 0, 0, 0)])
+def test_positive_scale_moves_into_the_convolution(relu, padding):
+    rng = _rng()
+    mod = _module(_chain_into_conv(rng, padding=padding, relu=relu), x_shape=(2, 6, 7, 7))
+    out = _fuses_once(mod)
+    affine, conv = _calls(out)
+    assert affine.op.name == "nn.scale_shift_act" and conv.op.name == "nn.conv2d"
+    np.testing.assert_array_equal(affine.args[1].data, np.ones(6, np.float32))  # only shifts now
+    w_old = _calls(mod)[-1].args[1].data
+    assert not np.array_equal(conv.args[1].data, w_old)
+    x = _rand(rng, 2, 6, 7, 7)
+    _close(_run(mod, x), _run(mod, x, fuse=False))
+
+
+@pytest.mark.parametrize("case", ["negative scale", "two groups", "second use"])
+def test_scale_stays_when_it_cannot_move(case):
+    rng = _rng()
+    body = _chain_into_conv(rng, scale_sign=-1.0 if case == "negative scale" else 1.0,
+                            groups=2 if case == "two groups" else 1,
+                            second_use=case == "second use")  # fmt: skip
+    mod = _module(body, x_shape=(2, 6, 7, 7))
+    out = _fuses_once(mod)
+    affine = next(c for c in _calls(out) if c.op.name == "nn.scale_shift_act")
+    assert not np.array_equal(affine.args[1].data, np.ones(6, np.float32))
+    conv = next(c for c in _calls(out) if c.op.name == "nn.conv2d")
+    w_old = next(c for c in _calls(mod) if c.op.name == "nn.conv2d").args[1].data
+    np.testing.assert_array_equal(conv.args[1].data, w_old)
+    x = _rand(rng, 2, 6, 7, 7)
+    for got, want in zip(*(_as_list(_run(mod, x, fuse=f))
+                           for f in (True, False))):  # fmt: skip
+        _close(got, want)
+
+
+def _as_list(out):
+    return out if isinstance(out, list) else [out]
