@@ -12,8 +12,8 @@ from __future__ import annotations
 
 #: reason -> exact test-name patterns
 EXCLUDED: dict[str, list[str]] = {
-    # 39 case(s)
-    'FrontendError: unsupported ONNX operator(s): Resize': [
+    # 19 case(s)
+    'FrontendError: Resize: input 2 (scales) is computed at run time; hetvm needs it known at import time (a constant or an initializer)': [
         r"^test_resize_downsample_scales_cubic_A_n0p5_exclude_outside_cpu$",
         r"^test_resize_downsample_scales_cubic_align_corners_cpu$",
         r"^test_resize_downsample_scales_cubic_antialias_cpu$",
@@ -23,17 +23,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_resize_downsample_scales_linear_cpu$",
         r"^test_resize_downsample_scales_linear_half_pixel_symmetric_cpu$",
         r"^test_resize_downsample_scales_nearest_cpu$",
-        r"^test_resize_downsample_sizes_cubic_antialias_cpu$",
-        r"^test_resize_downsample_sizes_cubic_cpu$",
-        r"^test_resize_downsample_sizes_linear_antialias_cpu$",
-        r"^test_resize_downsample_sizes_linear_pytorch_half_pixel_cpu$",
-        r"^test_resize_downsample_sizes_nearest_cpu$",
-        r"^test_resize_downsample_sizes_nearest_not_larger_cpu$",
-        r"^test_resize_downsample_sizes_nearest_not_smaller_cpu$",
-        r"^test_resize_tf_crop_and_resize_axes_2_3_cpu$",
-        r"^test_resize_tf_crop_and_resize_axes_3_2_cpu$",
-        r"^test_resize_tf_crop_and_resize_cpu$",
-        r"^test_resize_tf_crop_and_resize_extrapolation_value_cpu$",
         r"^test_resize_upsample_scales_cubic_A_n0p5_exclude_outside_cpu$",
         r"^test_resize_upsample_scales_cubic_align_corners_cpu$",
         r"^test_resize_upsample_scales_cubic_asymmetric_cpu$",
@@ -44,15 +33,13 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_resize_upsample_scales_nearest_axes_2_3_cpu$",
         r"^test_resize_upsample_scales_nearest_axes_3_2_cpu$",
         r"^test_resize_upsample_scales_nearest_cpu$",
-        r"^test_resize_upsample_sizes_cubic_cpu$",
-        r"^test_resize_upsample_sizes_nearest_axes_2_3_cpu$",
-        r"^test_resize_upsample_sizes_nearest_axes_3_2_cpu$",
-        r"^test_resize_upsample_sizes_nearest_ceil_half_pixel_cpu$",
-        r"^test_resize_upsample_sizes_nearest_cpu$",
-        r"^test_resize_upsample_sizes_nearest_floor_align_corners_cpu$",
-        r"^test_resize_upsample_sizes_nearest_not_larger_cpu$",
-        r"^test_resize_upsample_sizes_nearest_not_smaller_cpu$",
-        r"^test_resize_upsample_sizes_nearest_round_prefer_ceil_asymmetric_cpu$",
+    ],
+    # 4 case(s)
+    'FrontendError: Resize: input 1 (roi) is computed at run time; hetvm needs it known at import time (a constant or an initializer)': [
+        r"^test_resize_tf_crop_and_resize_axes_2_3_cpu$",
+        r"^test_resize_tf_crop_and_resize_axes_3_2_cpu$",
+        r"^test_resize_tf_crop_and_resize_cpu$",
+        r"^test_resize_tf_crop_and_resize_extrapolation_value_cpu$",
     ],
     # 25 case(s)
     "HetvmRuntimeError: unsupported dtype '…'": [
@@ -900,7 +887,7 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_qlinearconv_cpu$",
     ],
     # 1 case(s)
-    'FrontendError: unsupported ONNX operator(s): Upsample': [
+    'FrontendError: Upsample: input 1 (scales) is computed at run time; hetvm needs it known at import time (a constant or an initializer)': [
         r"^test_upsample_nearest_cpu$",
     ],
     # 1 case(s)
