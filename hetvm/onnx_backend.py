@@ -19,8 +19,9 @@ shapes, Slice ``starts``/``ends``, Tile ``repeats``, Trilu's ``k``, CumSum's
 ``axis``, Range's bounds...). Conformance cases often pass those as graph
 inputs. When the import fails for that reason, and only then, ``prepare``
 defers it: graph inputs with a static shape of at most
-``MAX_BOUND_ELEMENTS`` elements and an integer or bool dtype, or numeric
-scalars, are candidates for binding. ``rep.run(inputs)`` copies the model
+``MAX_BOUND_ELEMENTS`` elements and an integer or bool dtype, numeric
+scalars, and small float tensors a node reads as a parameter (Resize's
+``scales`` and ``roi``, Pad's constant value) are candidates for binding. ``rep.run(inputs)`` copies the model
 with their values as initializers, imports, compiles and loads that copy,
 caches it per distinct tuple of bound values (``MAX_CACHED_BINDINGS``
 entries, least recently used dropped), and runs it with the remaining
@@ -94,7 +95,8 @@ def _needs_constants(err: BaseException) -> bool:
 def _bindable_inputs(proto: Any, shape_dict: Mapping[str, Sequence[Any]] | None,
                      ) -> list[tuple[str, np.dtype]]:  # fmt: skip
     """Graph inputs that may be bound as constants: a static shape of at most
-    ``MAX_BOUND_ELEMENTS`` elements and an integer or bool dtype, or a scalar."""
+    ``MAX_BOUND_ELEMENTS`` elements and an integer or bool dtype, or a scalar,
+    or a small float tensor a node reads as a parameter (``_FLOAT_ATTRIBUTE_INPUTS``)."""
     from onnx import helper
 
     inits = {i.name for i in proto.graph.initializer}
@@ -118,7 +120,24 @@ def _bindable_inputs(proto: Any, shape_dict: Mapping[str, Sequence[Any]] | None,
         small = int(np.prod(dims, dtype=np.int64)) <= MAX_BOUND_ELEMENTS
         if small and (dtype.kind in "iub" or (not dims and dtype.kind in "iubf")):
             out.append((vi.name, dtype))
+        elif small and dtype.kind == "f" and _float_attribute(proto, vi.name):
+            out.append((vi.name, dtype))
     return out
+
+
+#: float inputs that only parameterise a node (op type -> input indices):
+#: Resize's roi and scales, Upsample's scales, Pad's constant value
+_FLOAT_ATTRIBUTE_INPUTS = {"Resize": (1, 2), "Upsample": (1,), "Pad": (2,)}
+
+
+def _float_attribute(proto: Any, name: str) -> bool:
+    """Whether some node reads float input ``name`` as a parameter (never data)."""
+    return any(
+        node.op_type in _FLOAT_ATTRIBUTE_INPUTS and i in _FLOAT_ATTRIBUTE_INPUTS[node.op_type]
+        for node in proto.graph.node
+        for i, inp in enumerate(node.input)
+        if inp == name
+    )
 
 
 #: operators whose first input is attribute-like too (a shape, Range's bounds)

@@ -12,35 +12,6 @@ from __future__ import annotations
 
 #: reason -> exact test-name patterns
 EXCLUDED: dict[str, list[str]] = {
-    # 19 case(s)
-    'FrontendError: Resize: input 2 (scales) is computed at run time; hetvm needs it known at import time (a constant or an initializer)': [
-        r"^test_resize_downsample_scales_cubic_A_n0p5_exclude_outside_cpu$",
-        r"^test_resize_downsample_scales_cubic_align_corners_cpu$",
-        r"^test_resize_downsample_scales_cubic_antialias_cpu$",
-        r"^test_resize_downsample_scales_cubic_cpu$",
-        r"^test_resize_downsample_scales_linear_align_corners_cpu$",
-        r"^test_resize_downsample_scales_linear_antialias_cpu$",
-        r"^test_resize_downsample_scales_linear_cpu$",
-        r"^test_resize_downsample_scales_linear_half_pixel_symmetric_cpu$",
-        r"^test_resize_downsample_scales_nearest_cpu$",
-        r"^test_resize_upsample_scales_cubic_A_n0p5_exclude_outside_cpu$",
-        r"^test_resize_upsample_scales_cubic_align_corners_cpu$",
-        r"^test_resize_upsample_scales_cubic_asymmetric_cpu$",
-        r"^test_resize_upsample_scales_cubic_cpu$",
-        r"^test_resize_upsample_scales_linear_align_corners_cpu$",
-        r"^test_resize_upsample_scales_linear_cpu$",
-        r"^test_resize_upsample_scales_linear_half_pixel_symmetric_cpu$",
-        r"^test_resize_upsample_scales_nearest_axes_2_3_cpu$",
-        r"^test_resize_upsample_scales_nearest_axes_3_2_cpu$",
-        r"^test_resize_upsample_scales_nearest_cpu$",
-    ],
-    # 4 case(s)
-    'FrontendError: Resize: input 1 (roi) is computed at run time; hetvm needs it known at import time (a constant or an initializer)': [
-        r"^test_resize_tf_crop_and_resize_axes_2_3_cpu$",
-        r"^test_resize_tf_crop_and_resize_axes_3_2_cpu$",
-        r"^test_resize_tf_crop_and_resize_cpu$",
-        r"^test_resize_tf_crop_and_resize_extrapolation_value_cpu$",
-    ],
     # 25 case(s)
     "HetvmRuntimeError: unsupported dtype '…'": [
         r"^test_cast_FLOAT16_to_FLOAT4E2M1_cpu$",
@@ -885,10 +856,6 @@ EXCLUDED: dict[str, list[str]] = {
     # 1 case(s)
     'FrontendError: unsupported ONNX operator(s): QLinearConv': [
         r"^test_qlinearconv_cpu$",
-    ],
-    # 1 case(s)
-    'FrontendError: Upsample: input 1 (scales) is computed at run time; hetvm needs it known at import time (a constant or an initializer)': [
-        r"^test_upsample_nearest_cpu$",
     ],
     # 1 case(s)
     'FrontendError: unsupported ONNX operator(s): ai.onnx.ml.ArrayFeatureExtractor': [

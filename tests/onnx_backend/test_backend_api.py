@@ -130,3 +130,22 @@ def test_small_integer_data_input_stays_an_input():
     (y,) = rep.run([x + 1, np.array(1, np.int32)])  # new data, cached module
     np.testing.assert_array_equal(y, np.cumsum(x + 1, axis=1))
     assert len(rep._binder.cache) == 2
+
+
+def test_float_scales_of_resize_are_bound_but_float_data_is_not():
+    """Resize's float ``scales`` input is a parameter, bound per value; a small
+    float data input read at index 1 (Add's second operand) stays an input."""
+    nodes = [helper.make_node("Resize", ["x", "", "scales"], ["r"], mode="nearest"),
+             helper.make_node("Add", ["r", "bias"], ["y"])]  # fmt: skip
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2]),
+                                           helper.make_tensor_value_info("scales", TensorProto.FLOAT, [4]),
+                                           helper.make_tensor_value_info("bias", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b", "c", "d"])])  # fmt: skip
+    rep = HetvmBackend.prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]))
+    x = np.arange(4, dtype=np.float32).reshape(1, 1, 2, 2)
+    bias = np.array([0.5], np.float32)
+    (y,) = rep.run([x, np.array([1, 1, 2, 2], np.float32), bias])
+    np.testing.assert_array_equal(y, x.repeat(2, axis=2).repeat(2, axis=3) + 0.5)
+    (y,) = rep.run([x, np.array([1, 1, 1, 3], np.float32), bias + 1])
+    np.testing.assert_array_equal(y, x.repeat(3, axis=3) + 1.5)
+    assert rep.bound_inputs == ["scales"]
