@@ -24,6 +24,9 @@ from hetvm.ir import (
 from hetvm.ir import expr as E
 from hetvm.ir.structural import structural_equal
 from hetvm.pipeline import default_pipeline
+from hetvm.testing.ir_query import bindings as _bindings
+from hetvm.testing.ir_query import build_and_run, one_input_module
+from hetvm.testing.ir_query import op_names as _ops
 from hetvm.transform import FoldConstant, FoldScaleAxis, Normalize, PassContext
 
 F32 = "float32"
@@ -44,22 +47,8 @@ def _rand(*shape, dtype=F32, positive=False):
     return a.astype(dtype)
 
 
-def _module(body_fn, x_shape=(2, 4, 8, 8), dtype=F32, extra_params=(), attrs=None):
-    x = Var("x", struct_info=TensorStructInfo(x_shape, dtype))
-    bb = BlockBuilder()
-    with bb.function("main", [x, *extra_params], attrs=attrs):
-        with bb.dataflow():
-            out = bb.emit_output(body_fn(bb, x, *extra_params))
-        bb.emit_func_output(out)
-    return bb.get()
-
-
-def _bindings(mod, name="main"):
-    return [b for blk in mod[name].body.blocks for b in blk.bindings]
-
-
-def _ops(mod):
-    return [b.value.op.name for b in _bindings(mod) if isinstance(b.value, Call) and isinstance(b.value.op, Op)]
+def _module(body_fn, x_shape=(2, 4, 8, 8), **kwargs):
+    return one_input_module(body_fn, x_shape, **kwargs)
 
 
 def _conv_weights(mod):
@@ -71,11 +60,7 @@ def _is(value, name):
 
 
 def _run(mod, *args, fold=True):
-    disabled = [] if fold else ["FoldScaleAxis"]
-    with PassContext(disabled_pass=disabled):
-        exe = hetvm.build(mod)
-    out = hetvm.VirtualMachine(exe)["main"](*args)
-    return out.numpy()
+    return build_and_run(mod, *args, disabled=[] if fold else ["FoldScaleAxis"])
 
 
 def _close(got, want):

@@ -8,18 +8,21 @@ from onnx import TensorProto, helper, numpy_helper
 import hetvm
 import hetvm.op as op
 from hetvm.frontend import from_onnx
-from hetvm.ir import BlockBuilder, Call, Op, TensorStructInfo, Var, VDevice, const, prim
+from hetvm.ir import BlockBuilder, Op, TensorStructInfo, Var, VDevice, const, prim
 from hetvm.ir import expr as E
 from hetvm.ir.structural import assert_structural_equal
 from hetvm.pipeline import default_pipeline
 from hetvm.script import from_source
+from hetvm.testing.ir_query import bindings as _bindings
+from hetvm.testing.ir_query import build_and_run, one_input_module
+from hetvm.testing.ir_query import op_calls as _calls
+from hetvm.testing.ir_query import op_names as _ops
 from hetvm.transform import (
     FoldConstant,
     FoldScaleAxis,
     FuseChannelAffine,
     FuseConvEpilogue,
     Normalize,
-    PassContext,
 )
 
 F32 = "float32"
@@ -33,36 +36,12 @@ def _rand(rng, *shape, dtype=F32):
     return rng.standard_normal(shape).astype(dtype)
 
 
-def _module(body_fn, x_shape=(2, 6, 5, 5), dtype=F32, extra_params=()):
-    x = Var("x", struct_info=TensorStructInfo(x_shape, dtype))
-    bb = BlockBuilder()
-    with bb.function("main", [x, *extra_params]):
-        with bb.dataflow():
-            out = bb.emit_output(body_fn(bb, x, *extra_params))
-        bb.emit_func_output(out)
-    return bb.get()
-
-
-def _bindings(mod, name="main"):
-    return [b for blk in mod[name].body.blocks for b in blk.bindings]
-
-
-def _calls(mod):
-    return [
-        b.value for b in _bindings(mod) if isinstance(b.value, Call) and isinstance(b.value.op, Op)
-    ]
-
-
-def _ops(mod):
-    return [c.op.name for c in _calls(mod)]
+def _module(body_fn, x_shape=(2, 6, 5, 5), **kwargs):
+    return one_input_module(body_fn, x_shape, **kwargs)
 
 
 def _run(mod, *args, fuse=True, **build):
-    disabled = [] if fuse else ["FuseChannelAffine"]
-    with PassContext(disabled_pass=disabled):
-        exe = hetvm.build(mod, **build)
-    out = hetvm.VirtualMachine(exe, poison=True)["main"](*args)
-    return out.numpy() if hasattr(out, "numpy") else [o.numpy() for o in out]
+    return build_and_run(mod, *args, disabled=[] if fuse else ["FuseChannelAffine"], poison=True, **build)
 
 
 def _fuses_once(mod):

@@ -13,6 +13,10 @@ from hetvm.ir import expr as E
 from hetvm.ir.structural import assert_structural_equal
 from hetvm.pipeline import default_pipeline
 from hetvm.script import from_source
+from hetvm.testing.ir_query import bindings as _bindings
+from hetvm.testing.ir_query import build_and_run, one_input_module
+from hetvm.testing.ir_query import op_calls as _calls
+from hetvm.testing.ir_query import op_names as _ops
 from hetvm.transform import FoldConstant, FoldScaleAxis, FuseConvEpilogue, Normalize, PassContext
 
 F32 = "float32"
@@ -29,36 +33,12 @@ def _rand(rng, *shape, dtype=F32, positive=False):
     return a.astype(dtype)
 
 
-def _module(body_fn, x_shape=(2, 4, 8, 8), extra_params=()):
-    x = Var("x", struct_info=TensorStructInfo(x_shape, F32))
-    bb = BlockBuilder()
-    with bb.function("main", [x, *extra_params]):
-        with bb.dataflow():
-            out = bb.emit_output(body_fn(bb, x, *extra_params))
-        bb.emit_func_output(out)
-    return bb.get()
-
-
-def _bindings(mod, name="main"):
-    return [b for blk in mod[name].body.blocks for b in blk.bindings]
-
-
-def _calls(mod):
-    return [
-        b.value for b in _bindings(mod) if isinstance(b.value, Call) and isinstance(b.value.op, Op)
-    ]
-
-
-def _ops(mod):
-    return [c.op.name for c in _calls(mod)]
+def _module(body_fn, x_shape=(2, 4, 8, 8), **kwargs):
+    return one_input_module(body_fn, x_shape, **kwargs)
 
 
 def _run(mod, *args, fuse=True):
-    disabled = [] if fuse else ["FuseConvEpilogue"]
-    with PassContext(disabled_pass=disabled):
-        exe = hetvm.build(mod)
-    out = hetvm.VirtualMachine(exe)["main"](*args)
-    return out.numpy() if hasattr(out, "numpy") else [o.numpy() for o in out]
+    return build_and_run(mod, *args, disabled=[] if fuse else ["FuseConvEpilogue"])
 
 
 def _fuses_once(mod):
