@@ -227,9 +227,13 @@ class VirtualMachine:
         return self._allocators[dev if isinstance(dev, Device) else device(dev)]
 
     def release_pools(self) -> None:
-        """Returns every pooled block to its device."""
+        """Returns every pooled block to its device, and drops this thread's kernel
+        scratch buffers (see ``hetvm.kernels.scratch``)."""
+        from ..kernels import scratch
+
         for alloc in self._allocators.values():
             alloc.release_all()
+        scratch.release()
 
     def source(self, name: str) -> str:
         """The generated Python source of a function (for debugging)."""

@@ -93,3 +93,19 @@ def test_kernels_ignore_garbage_left_in_scratch(op, attrs, w_shape) -> None:
     out = np.full(want.shape, 7, np.float32)
     get_kernel(op, "cpu")(np, attrs, *([x] if w is None else [x, w]), out)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_vm_release_pools_drops_this_threads_scratch() -> None:
+    import hetvm
+    import hetvm.op as op
+    from hetvm.ir import BlockBuilder, TensorStructInfo, Var
+
+    x = Var("x", struct_info=TensorStructInfo((1, 2, 9, 9), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        bb.emit_func_output(bb.emit(op.nn.max_pool2d(x, pool_size=(3, 3), padding=(1, 1, 1, 1))))
+    vm = hetvm.VirtualMachine(hetvm.build(bb.get()))
+    vm["main"](np.ones((1, 2, 9, 9), np.float32))
+    assert S.held_bytes() > 0  # the padded input and the row buffer
+    vm.release_pools()
+    assert S.held_bytes() == 0
