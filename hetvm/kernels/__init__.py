@@ -4,7 +4,7 @@ Importing the package registers every kernel (see :mod:`.registry` for the
 calling convention).
 """
 
-from . import conv, elementwise, fused, manipulate, nn, pool, resize  # noqa: F401  (register kernels)
+from . import conv, conv_transpose, elementwise, fused, manipulate, nn, pool, resize  # noqa: F401  (register kernels)
 from . import extra as _extra  # noqa: F401  (kernels of hetvm.op.extra)
 from .registry import bind_kernel, get_kernel, has_kernel, kernel_ops, register_kernel
 
