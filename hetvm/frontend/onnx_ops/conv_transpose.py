@@ -1,27 +1,28 @@
 """ONNX ConvTranspose (opsets 1, 11, 22) as ``nn.conv2d_transpose`` /
 ``nn.conv1d_transpose`` (+ ``add`` for the bias).
 
-The output geometry follows ``onnx.reference`` (op_conv_transpose.py): per
-spatial axis the result is the window ``[begin, begin + out)`` of the full
-transposed convolution (length ``(in - 1) * stride + (k - 1) * dilation + 1``,
-zero outside it), where
+Per spatial axis the result is the window ``[begin, begin + out)`` of the full
+transposed convolution (length ``full = (in - 1) * stride + (k - 1) * dilation +
+1``, zero outside it). With ``total = full + output_padding - out``:
 
-* explicit ``pads`` give ``begin`` (and, without ``output_shape``,
-  ``out = full + output_padding - pad_begin - pad_end``), whatever ``auto_pad`` says;
-* else ``auto_pad=SAME_UPPER/SAME_LOWER`` split ``total = full + output_padding -
-  out`` as the specification says (the smaller half first for SAME_UPPER), with
-  ``out = output_shape`` or ``in * stride``;
-* else (NOTSET, VALID) ``out = output_shape`` or ``full + output_padding``, and
-  ``begin = 0`` unless ``output_shape`` crops the full result: then ``total`` is
-  split as the specification says for NOTSET (the larger half first).
+* ``output_shape`` given: ``out`` is that; ``auto_pad=SAME_UPPER`` starts at
+  ``total // 2``, NOTSET, VALID and SAME_LOWER at ``total - total // 2`` (the
+  specification's split; explicit ``pads`` are recomputed, as it says). For
+  NOTSET/VALID a longer output (``total <= 0``) starts at 0 instead and may be at
+  most ``stride - 1`` longer; anything longer is rejected.
+* else explicit ``pads`` give ``begin = pad_begin`` and ``out = full + output_padding
+  - pad_begin - pad_end``, whatever ``auto_pad`` says;
+* else SAME_UPPER/SAME_LOWER give ``out = in * stride`` split as above;
+* else (NOTSET, VALID) ``begin = 0`` and ``out = full + output_padding``.
 
-Where the sources differ, hetvm takes the one that defines the case: for
-NOTSET with an ``output_shape`` larger than the full result the reference
-extends it at the end (as ONNX Runtime does; the specification's split of a
-negative total is not defined by its text), and a smaller one the reference
-rejects, so the specification's split applies (ONNX Runtime puts the smaller
-half first). Explicit ``pads`` with an ``output_shape`` keep their begin, as in
-the reference (the specification recomputes them).
+The sources disagree on some of these, so where they do: a negative ``total`` is
+split with floor division, as ``onnx.reference`` does (the specification does
+not say how to halve it; ONNX Runtime 1.32 starts at 0); NOTSET with an
+``output_shape`` the full result does not reach starts at 0 (reference and
+ONNX Runtime; the floor split would start before the result), and one shorter
+than it follows the specification and ONNX Runtime (the reference rejects it),
+as do explicit ``pads`` beside an ``output_shape`` (the reference keeps their
+begin). The conformance cases lie where all three agree.
 
 hetvm's op takes non-negative pads and ``output_padding < stride`` (TVM's rule), so
 the window becomes (pad_begin, pad_end, output_padding) and, where the window
@@ -97,13 +98,17 @@ def _windows(ctx: ConvertContext, node: NodeView, x: E.Expr, kernel: list[int], 
     sizes = _static(ctx, ctx.shape_of(x)[2:], "'output_shape'")
     out = []
     for a in range(k):
-        total = (sizes[a] - 1) * strides[a] + (kernel[a] - 1) * dilations[a] + 1 + opad[a] - out_shape[a]
-        if pads is not None:
-            begin = pads[a]
-        elif same or total > 0:
-            begin = split(total)[0]  # NOTSET: the specification's "else" split
+        full = (sizes[a] - 1) * strides[a] + (kernel[a] - 1) * dilations[a] + 1
+        total = full + opad[a] - out_shape[a]
+        if same or total > 0:
+            begin = split(total)[0]
+        elif -total < strides[a]:
+            begin = 0  # NOTSET, a longer output: zeros at the end
         else:
-            begin = 0  # the result is extended at the end (onnx.reference, ONNX Runtime)
+            raise ctx.error(
+                f"'output_shape' {out_shape} does not fit the input {sizes}: with auto_pad={auto_pad} "
+                f"axis {a} can be at most {full + opad[a] + strides[a] - 1} long"
+            )
         out.append((begin, total - begin, opad[a]))
     return out
 
