@@ -17,11 +17,11 @@ following the specification and ``onnx/reference/ops/op_(de)quantize_linear.py``
   ``x / scale`` in NumPy's promotion of the two (or in ``precision``), and
   DequantizeLinear in float32 (float64 with an int32 zero point), cast to
   ``output_dtype`` (default: the scale's dtype).
-* Integer results are formed in float32 (exact below 2**24): the rounded
-  quotient is first clamped to +-2**17, which keeps every saturating value
-  saturating once the zero point is added. So values past int32's range (and
-  infinities) saturate, as the specification says, where the reference's
-  cast through int32 wraps them.
+* The zero point is added and the sum clipped in float32 (float64 when the
+  division ran in float64): exact for every sum below 2**24, and a larger one
+  saturates whichever way it rounds. So quotients past int32's range (and
+  infinities) saturate, as the specification says, where the reference's cast
+  through int32 wraps them.
 
 Types hetvm's runtime lacks (int4, uint4, int2, uint2, the float8 and float4
 types, bfloat16) are rejected naming the node and the dtype; so is anything the
@@ -56,9 +56,6 @@ _LACKING = frozenset({
     "bfloat16",
 })  # fmt: skip
 _FLOATS = ("float16", "float32", "float64")
-#: |round(x / scale)| is clamped here before the zero point is added: past it,
-#: every 16-bit-or-narrower result saturates whatever the zero point
-_CLAMP = float(2**17)
 
 
 def _lacking(ctx: ConvertContext, dtype: str, what: str) -> None:
@@ -236,20 +233,10 @@ def _quantize_linear(ctx: ConvertContext, node: NodeView) -> Any:
     v = ctx.call("round", v)
     acc = "float64" if compute == "float64" else "float32"  # integers exact, float16 widened
     v = _cast(ctx, v, acc)
+    if zp is not None and not _all_zero(ctx, 2):
+        v = ctx.call("add", v, grain.expand(ctx, 2, acc))
     lo, hi = _RANGES[out]
-    if zp is None or _all_zero(ctx, 2):
-        v = ctx.call("clip", v, lo, hi)
-    else:
-        const = ctx.folded(2)
-        if const is not None and const.size == 1:  # one zero point: shift the bounds instead
-            z = int(np.asarray(const).reshape(()))
-            v = ctx.call("clip", v, lo - z, hi - z)
-            v = ctx.call("add", v, ctx.const(z, acc))
-        else:
-            v = ctx.call("clip", v, -_CLAMP, _CLAMP)
-            v = ctx.call("add", v, grain.expand(ctx, 2, acc))
-            v = ctx.call("clip", v, lo, hi)
-    return ctx.call("astype", v, out)
+    return ctx.call("astype", ctx.call("clip", v, lo, hi), out)
 
 
 @converter("DequantizeLinear", since=10)
