@@ -111,6 +111,7 @@ def _samples():
     ]  # fmt: skip
     img = tensor((1, 4, 8, 8), name="img")  # hetvm/op/image.py
     calls += [op.image.resize2d(img, (n, 12)), op.image.resize2d(img, 4, method="cubic", scales=(0.5, 0.5), antialias=True)]
+    calls += [op.nn.conv2d_transpose(img, tensor((4, 3, 3, 3), name="wt"), 2, (1, 0), 1, 1, 2), op.nn.conv1d_transpose(tensor((n, 4, 8), name="s1"), tensor((4, 2, 3), name="w1"), 2, 1, 1, groups=2, out_dtype="float32")]  # hetvm/op/nn/conv_transpose.py
     return calls
 
 
