@@ -54,7 +54,7 @@ def _expected(shape, kernel, strides, pads, dilation, opad) -> tuple[int, int]:
     )
 
 
-def _transpose2d(xp: Any, attrs: dict, data: Any, weight: Any, out: Any, op: str) -> None:
+def _transpose2d(xp: Any, attrs: dict, data: Any, weight: Any, out: Any, op: str, one_d: bool = False) -> None:
     strides = as_ints(attrs["strides"])
     pads = as_ints(attrs["padding"])
     dilation = as_ints(attrs["dilation"])
@@ -66,9 +66,12 @@ def _transpose2d(xp: Any, attrs: dict, data: Any, weight: Any, out: Any, op: str
     o = og * groups
     want = _expected(data.shape, (kh, kw), strides, pads, dilation, opad)
     if cin != c or c % groups or out.shape[:2] != (n, o) or (oh, ow) != want:
+        shapes = [tuple(a.shape) for a in (data, weight, out)] + [(n, o, *want)]
+        if one_d:  # the caller's shapes, without the unit height
+            shapes = [s[:2] + s[3:] for s in shapes]
         raise ValueError(
-            f"{op}: data {tuple(data.shape)}, weight {tuple(weight.shape)} and groups {groups} give "
-            f"({n}, {o}, {want[0]}, {want[1]}), output buffer {tuple(out.shape)}"
+            f"{op}: data {shapes[0]}, weight {shapes[1]} and groups {groups} give {shapes[3]}, "
+            f"output buffer {shapes[2]}"
         )
     acc = xp.result_type(data.dtype, weight.dtype)
     dst = out if out.dtype == acc else xp.empty(out.shape, dtype=acc)
@@ -124,4 +127,4 @@ def conv1d_transpose(xp: Any, attrs: dict, data: Any, weight: Any, out: Any) -> 
         "groups": attrs.get("groups", 1),
     }
     _transpose2d(xp, attrs2, data[:, :, None, :], weight[:, :, None, :], out[:, :, None, :],
-                 "nn.conv1d_transpose")  # fmt: skip
+                 "nn.conv1d_transpose", one_d=True)  # fmt: skip
