@@ -24,6 +24,10 @@ than it follows the specification and ONNX Runtime (the reference rejects it),
 as do explicit ``pads`` beside an ``output_shape`` (the reference keeps their
 begin). The conformance cases lie where all three agree.
 
+``output_padding`` must be smaller than ``max(stride, dilation)`` (PyTorch's rule,
+and the one ONNX Runtime states; the reference and ONNX Runtime's kernel compute
+only less than the stride). Past the full result the output is zero.
+
 hetvm's op takes non-negative pads and ``output_padding < stride`` (TVM's rule), so
 the window becomes (pad_begin, pad_end, output_padding) and, where the window
 starts before the full result or ends more than ``stride - 1`` past it, an
@@ -84,6 +88,9 @@ def _windows(ctx: ConvertContext, node: NodeView, x: E.Expr, kernel: list[int], 
             raise ctx.error(f"'pads' needs {2 * k} values, got {pads}")
     if any(s <= 0 for s in strides) or any(d <= 0 for d in dilations):
         raise ctx.error(f"strides {strides} and dilations {dilations} must be positive")
+    if any(not 0 <= p < max(s, d) for p, s, d in zip(opad, strides, dilations)):
+        raise ctx.error(f"'output_padding' {opad} must be non-negative and smaller than max(stride, dilation) "
+                        f"per axis (strides {strides}, dilations {dilations})")  # fmt: skip
 
     def split(total: int) -> tuple[int, int]:
         begin = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
