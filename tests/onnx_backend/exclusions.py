@@ -82,28 +82,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_scan9_sum_cpu$",
         r"^test_scan_sum_cpu$",
     ],
-    # 7 case(s)
-    "FrontendError: QuantizeLinear: unsupported dtype '…' of the zero point (the output type): hetvm's runtime has no such type": [
-        r"^test_quantizelinear_e4m3fn_cpu$",
-        r"^test_quantizelinear_e5m2_cpu$",
-        r"^test_quantizelinear_float4e2m1_cpu$",
-        r"^test_quantizelinear_int2_cpu$",
-        r"^test_quantizelinear_int4_cpu$",
-        r"^test_quantizelinear_uint2_cpu$",
-        r"^test_quantizelinear_uint4_cpu$",
-    ],
-    # 9 case(s)
-    "FrontendError: DequantizeLinear: unsupported dtype '…' of x: hetvm's runtime has no such type": [
-        r"^test_dequantizelinear_e4m3fn_cpu$",
-        r"^test_dequantizelinear_e4m3fn_float16_cpu$",
-        r"^test_dequantizelinear_e4m3fn_zero_point_cpu$",
-        r"^test_dequantizelinear_e5m2_cpu$",
-        r"^test_dequantizelinear_float4e2m1_cpu$",
-        r"^test_dequantizelinear_int2_cpu$",
-        r"^test_dequantizelinear_int4_cpu$",
-        r"^test_dequantizelinear_uint2_cpu$",
-        r"^test_dequantizelinear_uint4_cpu$",
-    ],
     # 14 case(s)
     'FrontendError: unsupported ONNX operator(s): LinearAttention': [
         r"^test_linear_attention_decode_step_cpu$",
@@ -268,10 +246,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_castlike_UINT4_to_UINT8_cpu$",
         r"^test_castlike_UINT4_to_UINT8_expanded_cpu$",
     ],
-    # 1 case(s)
-    'FrontendError: ConvTranspose: only 1-D and 2-D spatial inputs are supported, got a rank-5 input': [
-        r"^test_convtranspose_3d_cpu$",
-    ],
     # 11 case(s)
     'FrontendError: unsupported ONNX operator(s): ai.onnx.preview.FlexAttention': [
         r"^test_flexattention_causal_mask_cpu$",
@@ -339,6 +313,18 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_castlike_FLOAT_to_FLOAT4E2M1_expanded_cpu$",
     ],
     # 9 case(s)
+    "FrontendError: DequantizeLinear: unsupported dtype '…' of x: hetvm's runtime has no such type": [
+        r"^test_dequantizelinear_e4m3fn_cpu$",
+        r"^test_dequantizelinear_e4m3fn_float16_cpu$",
+        r"^test_dequantizelinear_e4m3fn_zero_point_cpu$",
+        r"^test_dequantizelinear_e5m2_cpu$",
+        r"^test_dequantizelinear_float4e2m1_cpu$",
+        r"^test_dequantizelinear_int2_cpu$",
+        r"^test_dequantizelinear_int4_cpu$",
+        r"^test_dequantizelinear_uint2_cpu$",
+        r"^test_dequantizelinear_uint4_cpu$",
+    ],
+    # 9 case(s)
     'FrontendError: unsupported ONNX operator(s): ImageDecoder': [
         r"^test_image_decoder_decode_bmp_rgb_cpu$",
         r"^test_image_decoder_decode_jpeg2k_rgb_cpu$",
@@ -394,6 +380,16 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_qlinearmatmul_3D_int8_float32_cpu$",
         r"^test_qlinearmatmul_3D_uint8_float16_cpu$",
         r"^test_qlinearmatmul_3D_uint8_float32_cpu$",
+    ],
+    # 7 case(s)
+    "FrontendError: QuantizeLinear: unsupported dtype '…' of the zero point (the output type): hetvm's runtime has no such type": [
+        r"^test_quantizelinear_e4m3fn_cpu$",
+        r"^test_quantizelinear_e5m2_cpu$",
+        r"^test_quantizelinear_float4e2m1_cpu$",
+        r"^test_quantizelinear_int2_cpu$",
+        r"^test_quantizelinear_int4_cpu$",
+        r"^test_quantizelinear_uint2_cpu$",
+        r"^test_quantizelinear_uint4_cpu$",
     ],
     # 7 case(s)
     'FrontendError: unsupported ONNX operator(s): If': [
@@ -801,6 +797,10 @@ EXCLUDED: dict[str, list[str]] = {
     'HetvmRuntimeError: unsupported dtype dtype(float8_e8m0fnu)': [
         r"^test_cast_e8m0_FLOAT8E8M0_to_FLOAT16_cpu$",
         r"^test_cast_e8m0_FLOAT8E8M0_to_FLOAT_cpu$",
+    ],
+    # 1 case(s)
+    'FrontendError: ConvTranspose: only 1-D and 2-D spatial inputs are supported, got a rank-5 input': [
+        r"^test_convtranspose_3d_cpu$",
     ],
     # 1 case(s)
     'FrontendError: Range: supported only with inputs known at import time': [
