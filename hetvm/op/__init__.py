@@ -32,6 +32,13 @@ nn.conv2d                  data, weight                          strides: 2-tupl
                                                                  data_layout: str ("NCHW"),
                                                                  kernel_layout: str ("OIHW"),
                                                                  out_layout: str|None, out_dtype: str|None
+nn.conv2d_transpose        data, weight (IOHW)                   strides, padding: pad4, output_padding,
+nn.conv1d_transpose        (IOW for 1-D)                         dilation, groups, data_layout, kernel_layout
+                                                                 ("IOHW"/"IOW"), out_layout, out_dtype
+nn.conv2d_bias_act         data, weight, bias (C,)               nn.conv2d's attrs, activation: "none"|"relu"
+nn.conv2d_bias_add_act     data, weight, bias (C,), residual     nn.conv2d's attrs, activation (hetvm-only,
+                                                                 from FuseConvEpilogue)
+nn.scale_shift_act         data, scale (C,), shift (C,)          activation (hetvm-only, FuseChannelAffine)
 nn.max_pool2d              data                                  pool_size: 2-tuple, strides: 2-tuple,
 nn.avg_pool2d                                                    padding: pad4, dilation: 2-tuple,
                                                                  ceil_mode: bool, count_include_pad: bool,
