@@ -179,6 +179,20 @@ class ConvertContext:
             return tuple(P.IntImm(int(d)) for d in np.shape(value.data if isinstance(value, SymArray) else value))
         return self.sinfo(value).shape
 
+    def known_shape(self, value: Value, what: str) -> tuple[P.PrimExpr, ...]:
+        """The shape of ``value``, or an error naming ``what`` when it is unknown."""
+        shape = self.shape_of(value)
+        if shape is None:
+            raise self.error(f"{what} needs a known shape")
+        return shape
+
+    def static_dim(self, dim: P.PrimExpr, what: str) -> int:
+        """``dim`` as an int, or an error naming ``what`` when it is symbolic."""
+        value = P.const_value(dim)
+        if value is None:
+            raise self.error(f"{what} must be static, got {P.to_str(dim)}")
+        return int(value)
+
     def rank(self, value: Value) -> int:
         """The number of dimensions, or an error when it is unknown."""
         if isinstance(value, (np.ndarray, SymArray)):

@@ -40,24 +40,12 @@ from . import converter
 _FLOATS = ("float16", "float32", "float64")
 
 
-def _static(ctx: ConvertContext, dim: P.PrimExpr, what: str) -> int:
-    value = P.const_value(dim)
-    if value is None:
-        raise ctx.error(f"{what} must be static, got {dim}")
-    return int(value)
-
-
-def _shape(ctx: ConvertContext, x: Any, what: str) -> tuple[P.PrimExpr, ...]:
-    shape = ctx.shape_of(x)
-    if shape is None:
-        raise ctx.error(f"{what} needs a known shape")
-    return shape
 
 
 def _split_heads(ctx: ConvertContext, x: E.Expr, heads: int, what: str) -> E.Expr:
     """(batch, seq, heads*size) -> (batch, heads, seq, size)."""
-    b, s, hidden = _shape(ctx, x, what)
-    width = _static(ctx, hidden, f"the hidden size of {what}")
+    b, s, hidden = ctx.known_shape(x, what)
+    width = ctx.static_dim(hidden, f"the hidden size of {what}")
     if heads <= 0 or width % heads:
         raise ctx.error(f"{what}'s hidden size {width} is not divisible by {heads} heads")
     y = ctx.call("reshape", x, (b, s, P.IntImm(heads), P.IntImm(width // heads)))
@@ -118,15 +106,15 @@ def _attention(ctx: ConvertContext, node: NodeView) -> Any:
     else:
         if node.opset >= 25 and (attr_q_heads is not None or attr_kv_heads is not None):
             raise ctx.error("q_num_heads and kv_num_heads must not be given for 4-D inputs")
-        q_heads = _static(ctx, _shape(ctx, q, "Q")[1], "Q's head count")
-        kv_heads = _static(ctx, _shape(ctx, k, "K")[1], "K's head count")
+        q_heads = ctx.static_dim(ctx.known_shape(q, "Q")[1], "Q's head count")
+        kv_heads = ctx.static_dim(ctx.known_shape(k, "K")[1], "K's head count")
         pairs = ((attr_q_heads, q_heads), (attr_kv_heads, kv_heads))
         if any(a is not None and int(a) != n for a, n in pairs):
             raise ctx.error(
                 f"q_num_heads/kv_num_heads ({attr_q_heads}/{attr_kv_heads}) contradict the 4-D "
                 f"inputs' head counts ({q_heads}/{kv_heads})"
             )
-    v_heads = _static(ctx, _shape(ctx, v, "V")[1], "V's head count")
+    v_heads = ctx.static_dim(ctx.known_shape(v, "V")[1], "V's head count")
     if v_heads != kv_heads:
         raise ctx.error(f"K has {kv_heads} heads but V has {v_heads}")
     if q_heads % kv_heads:
@@ -145,15 +133,15 @@ def _attention(ctx: ConvertContext, node: NodeView) -> Any:
         pk, pv = ctx.tensor(4, "past_key"), ctx.tensor(5, "past_value")
         if ctx.rank(pk) != 4 or ctx.rank(pv) != 4:
             raise ctx.error("past_key and past_value must be 4-D (batch, kv_heads, past_seq, size)")
-        past_len = _static(ctx, _shape(ctx, pk, "past_key")[2], "the past sequence length")
+        past_len = ctx.static_dim(ctx.known_shape(pk, "past_key")[2], "the past sequence length")
         k = ctx.call("concat", E.Tuple((pk, k)), 2)
         v = ctx.call("concat", E.Tuple((pv, v)), 2)
     present_k, present_v = k, v
 
-    batch, _, q_seq, head = _shape(ctx, q, "Q")
-    q_len = _static(ctx, q_seq, "the query sequence length")
-    kv_len = _static(ctx, _shape(ctx, k, "K")[2], "the total key/value sequence length")
-    head_size = _static(ctx, head, "the query head size")
+    batch, _, q_seq, head = ctx.known_shape(q, "Q")
+    q_len = ctx.static_dim(q_seq, "the query sequence length")
+    kv_len = ctx.static_dim(ctx.known_shape(k, "K")[2], "the total key/value sequence length")
+    head_size = ctx.static_dim(head, "the query head size")
 
     # -- scores ---------------------------------------------------------------------
     scale = node.attr("scale")
@@ -189,7 +177,7 @@ def _attention(ctx: ConvertContext, node: NodeView) -> Any:
         probs = ctx.call("astype", probs, dtype)
 
     # -- output ---------------------------------------------------------------------
-    v_size = _shape(ctx, v, "V")[3]
+    v_size = ctx.known_shape(v, "V")[3]
     if group > 1:
         probs_g = ctx.call("reshape", probs, (batch, kv_heads, group * q_len, kv_len))
         y = ctx.call("matmul", probs_g, v)
@@ -230,10 +218,10 @@ def _bias(
         mdtype = ctx.dtype(mask)
         if mdtype != "bool" and mdtype not in _FLOATS:
             raise ctx.error(f"unsupported dtype {mdtype} of attn_mask (bool or float)")
-        mshape = _shape(ctx, mask, "attn_mask")
+        mshape = ctx.known_shape(mask, "attn_mask")
         if len(mshape) > 4:
             raise ctx.error(f"attn_mask must have rank <= 4, got {len(mshape)}")
-        last = _static(ctx, mshape[-1], "attn_mask's last dim") if mshape else kv_len
+        last = ctx.static_dim(mshape[-1], "attn_mask's last dim") if mshape else kv_len
         if last > kv_len:
             raise ctx.error(f"attn_mask's last dim {last} exceeds the key/value length {kv_len}")
         pad_value = False if mdtype == "bool" else -np.inf

@@ -64,18 +64,6 @@ def _lacking(ctx: ConvertContext, dtype: str, what: str) -> None:
         raise ctx.error(f"unsupported dtype '{dtype}' of {what}: hetvm's runtime has no such type")
 
 
-def _static(ctx: ConvertContext, dim: P.PrimExpr, what: str) -> int:
-    value = P.const_value(dim)
-    if value is None:
-        raise ctx.error(f"{what} must be static, got {P.to_str(dim)}")
-    return int(value)
-
-
-def _shape(ctx: ConvertContext, value: Any, what: str) -> tuple[P.PrimExpr, ...]:
-    shape = ctx.shape_of(value)
-    if shape is None:
-        raise ctx.error(f"{what} needs a known shape")
-    return shape
 
 
 def _same(a: P.PrimExpr, b: P.PrimExpr) -> bool | None:
@@ -95,10 +83,10 @@ class _Granularity:
         scale = node.input(1)
         if scale is None:
             raise ctx.error("input 1 (scale) is missing")
-        s_shape = _shape(ctx, scale, "the scale")
+        s_shape = ctx.known_shape(scale, "the scale")
         zp = node.input(2)
         if zp is not None:
-            z_shape = _shape(ctx, zp, "the zero point")
+            z_shape = ctx.known_shape(zp, "the zero point")
             if len(z_shape) != len(s_shape) or any(_same(a, b) is False for a, b in zip(z_shape, s_shape)):
                 raise ctx.error(
                     f"the zero point's shape {_dims(z_shape)} differs from the scale's {_dims(s_shape)}"
@@ -113,14 +101,14 @@ class _Granularity:
         if len(s_shape) == 0 or (None not in sizes and math.prod(sizes) == 1):  # type: ignore[arg-type]
             return  # per tensor (a one-element scale is a scalar, as the reference reads it)
         self.axis = normalize_axis(ctx, int(node.attr("axis", 1)), rank)
-        length = _static(ctx, x_shape[self.axis], f"the quantization axis {self.axis} of the input")
+        length = ctx.static_dim(x_shape[self.axis], f"the quantization axis {self.axis} of the input")
         self.length = length
         if not self.block:
             if len(s_shape) != 1:
                 raise ctx.error(
                     f"the scale must be a scalar or 1-D without block_size, got shape {_dims(s_shape)}"
                 )
-            if _static(ctx, s_shape[0], "the scale's length") != length:
+            if ctx.static_dim(s_shape[0], "the scale's length") != length:
                 raise ctx.error(
                     f"the per-axis scale has {P.to_str(s_shape[0])} values but axis {self.axis} of the "
                     f"input has {length}"
@@ -131,7 +119,7 @@ class _Granularity:
             raise ctx.error(
                 f"a blocked scale must have the input's rank {rank}, got shape {_dims(s_shape)}"
             )
-        blocks = _static(ctx, s_shape[self.axis], "the scale's blocked dim")
+        blocks = ctx.static_dim(s_shape[self.axis], "the scale's blocked dim")
         if blocks != -(-length // self.block):
             raise ctx.error(
                 f"block_size {self.block} does not fit: axis {self.axis} of the input has {length} "
@@ -161,7 +149,7 @@ class _Granularity:
             dims = [P.IntImm(1)] * rank
             dims[self.axis] = P.IntImm(self.length)
             return ctx.call("reshape", v, tuple(dims))
-        s_shape = list(_shape(ctx, v, "the scale"))
+        s_shape = list(ctx.known_shape(v, "the scale"))
         v = ctx.call("expand_dims", v, self.axis + 1)
         wide = [*s_shape[: self.axis + 1], P.IntImm(self.block), *s_shape[self.axis + 1 :]]
         v = ctx.call("broadcast_to", v, tuple(wide))
@@ -228,7 +216,7 @@ def _quantize_linear(ctx: ConvertContext, node: NodeView) -> Any:
     else:  # what NumPy's x / scale gives (int32 / float32 is float64)
         compute = str((np.zeros(1, x_dtype) / np.ones(1, s_dtype)).dtype)
 
-    grain = _Granularity(ctx, node, _shape(ctx, x, "x"))
+    grain = _Granularity(ctx, node, ctx.known_shape(x, "x"))
     v = ctx.call("divide", _cast(ctx, x, compute), grain.expand(ctx, 1, compute))
     v = ctx.call("round", v)
     acc = "float64" if compute == "float64" else "float32"  # integers exact, float16 widened
@@ -265,7 +253,7 @@ def _dequantize_linear(ctx: ConvertContext, node: NodeView) -> Any:
     with_zp = zp is not None and not _all_zero(ctx, 2)
     base = str(np.result_type(np.float32, x_dtype)) if with_zp else "float32"
     compute = str(np.result_type(base, s_dtype))
-    grain = _Granularity(ctx, node, _shape(ctx, x, "x"))
+    grain = _Granularity(ctx, node, ctx.known_shape(x, "x"))
     v = _cast(ctx, _cast(ctx, x, "float32"), compute)
     if with_zp:
         v = ctx.call("subtract", v, grain.expand(ctx, 2, compute))

@@ -31,18 +31,6 @@ from . import converter
 _FLOATS = ("float16", "float32", "float64")
 
 
-def _static(ctx: ConvertContext, dim: P.PrimExpr, what: str) -> int:
-    value = P.const_value(dim)
-    if value is None:
-        raise ctx.error(f"{what} must be static, got {P.to_str(dim)}")
-    return int(value)
-
-
-def _shape(ctx: ConvertContext, value: Any, what: str) -> tuple[P.PrimExpr, ...]:
-    shape = ctx.shape_of(value)
-    if shape is None:
-        raise ctx.error(f"{what} needs a known shape")
-    return shape
 
 
 def _cache(ctx: ConvertContext, node: NodeView, index: int, what: str, half: int, heads_axis: int) -> E.Expr:
@@ -56,7 +44,7 @@ def _cache(ctx: ConvertContext, node: NodeView, index: int, what: str, half: int
             "(batch, seq, rot/2) without position_ids"
         )
         raise ctx.error(f"{what} must be {want}-D {layout}, got rank {rank}")
-    last = _static(ctx, _shape(ctx, node.input(index), what)[-1], f"the last dim of {what}")
+    last = ctx.static_dim(ctx.known_shape(node.input(index), what)[-1], f"the last dim of {what}")
     if last != half:
         raise ctx.error(f"the last dim of {what} ({last}) does not match rotary_embedding_dim/2 ({half})")
     cache, pos = ctx.folded(index), ctx.folded(3) if positions is not None else None
@@ -95,14 +83,14 @@ def _rotary_embedding(ctx: ConvertContext, node: NodeView) -> Any:
     num_heads = int(node.attr("num_heads", 0) or 0)
 
     rank = ctx.rank(x)
-    shape = _shape(ctx, x, "X")
+    shape = ctx.known_shape(x, "X")
     if rank == 4:
-        head = _static(ctx, shape[3], "the head size")
+        head = ctx.static_dim(shape[3], "the head size")
         x4, heads_axis = x, 1
     elif rank == 3:
         if num_heads <= 0:
             raise ctx.error("a 3-D input needs the num_heads attribute")
-        hidden = _static(ctx, shape[2], "the hidden size")
+        hidden = ctx.static_dim(shape[2], "the hidden size")
         if hidden % num_heads:
             raise ctx.error(f"the hidden size {hidden} is not divisible by num_heads {num_heads}")
         head = hidden // num_heads
@@ -125,7 +113,7 @@ def _rotary_embedding(ctx: ConvertContext, node: NodeView) -> Any:
     imag = ctx.call("add", ctx.call("multiply", sin, x1), ctx.call("multiply", cos, x2))
     if interleaved:  # real/imag back to the even/odd channels
         pairs = ctx.call("concat", E.Tuple((ctx.call("expand_dims", real, 4), ctx.call("expand_dims", imag, 4))), 4)
-        dims = _shape(ctx, x4, "X")
+        dims = ctx.known_shape(x4, "X")
         rotated = ctx.call("reshape", pairs, (*dims[:3], P.IntImm(rot)))
     else:
         rotated = ctx.call("concat", E.Tuple((real, imag)), 3)
