@@ -96,6 +96,25 @@ def _conv_pools():
     return bb.get()
 
 
+def _resize_and_transpose():
+    """image.resize2d (TVM's attrs only) and the transposed convolutions, defaults
+    and non-defaults, added in the second session."""
+    x = Var("x", struct_info=TensorStructInfo((1, 4, 8, 8), "float32"))
+    w = Var("w", struct_info=TensorStructInfo((4, 2, 3, 3), "float32"))
+    v = Var("v", struct_info=TensorStructInfo((1, 4, 8), "float32"))
+    u = Var("u", struct_info=TensorStructInfo((4, 2, 3), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x, w, v, u]):
+        with bb.dataflow():
+            a = bb.emit(op.image.resize2d(x, (16, 12), method="linear",
+                                          coordinate_transformation_mode="align_corners"))  # fmt: skip
+            b = bb.emit(op.nn.conv2d_transpose(x, w, strides=(2, 2), padding=(1, 1), output_padding=(1, 1)))
+            c = bb.emit(op.nn.conv1d_transpose(v, u))
+            d = bb.emit_output(Tuple((a, b, c)))
+        bb.emit_func_output(d)
+    return bb.get()
+
+
 def _hints():
     """hint_on_device to devices TVM knows by DLPack code. hetvm's hint gives its
     result the hinted vdevice, so the module declares them (TVM resolves the
@@ -205,7 +224,8 @@ class Module:
 }
 
 
-BUILT = [_dyn, _calls, _conv_pools, _memory_and_packed, _attr_spellings, _functions_and_callables]
+BUILT = [_dyn, _calls, _conv_pools, _resize_and_transpose, _memory_and_packed, _attr_spellings,
+         _functions_and_callables]
 
 
 @pytest.mark.parametrize("build", BUILT, ids=lambda b: b.__name__.strip("_"))
