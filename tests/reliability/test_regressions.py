@@ -353,3 +353,162 @@ def test_copy_of_a_match_cast_alias_keeps_the_cast_shape():
     for flag, branch in ((True, x), (False, -x)):
         out = hetvm.VirtualMachine(exe, devices, poison=True)["main"](x, np.array(flag))
         np.testing.assert_allclose(out.copyto(hetvm.cpu(0)).numpy(), branch + np.tanh(x), rtol=1e-6)
+
+
+MATCH_CAST_OF_A_CONSTANT_RETURNED = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global")]})
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32")) -> R.Tensor(dtype="float32", ndim=2, vdevice="sim:0:global"):
+        d0 = T.int64()
+        d1 = T.int64()
+        lv: R.Tensor((2, 3), dtype="float32") = R.zeros(R.shape([2, 3]), dtype="float32")
+        lv1: R.Tensor((d0, d1), dtype="float32") = R.match_cast(lv, R.Tensor((d0, d1), dtype="float32"))
+        lv2: R.Tensor((d0, d1), dtype="float32", vdevice="sim:0:global") = R.hint_on_device(lv1, R.device("sim", 0))
+        return lv2
+'''
+
+
+def test_match_cast_of_a_constant_is_returned_on_its_device():
+    """Found by the long run (`zeros` missing on the sims): FoldConstant turns
+    `lv = zeros(...)` into a constant; PlanDevices modelled `match_cast(lv)` as the
+    constant itself (free to read on any device), but the rewriter binds the
+    match_cast once, on the CPU, and its readers read that binding, so the hint's
+    result was returned from the CPU where sim:0 was declared (PlanDevices' check:
+    "the function result is on [cpu:0] but is read on [sim:0] without a copy").
+    A match_cast of a constant is now a value of its own, placed by the cut."""
+    options = {"missing_kernels": {"sim:0": ["zeros"]}}
+    exe = hetvm.build(from_source(MATCH_CAST_OF_A_CONSTANT_RETURNED), plan_devices_options=options)
+    devices = [hetvm.cpu(0), hetvm.device("sim", 0, missing_kernels=["zeros"])]
+    out = hetvm.VirtualMachine(exe, devices, poison=True)["main"](np.ones((2, 3), "float32"))
+    assert out.device.kind == "sim"
+    np.testing.assert_array_equal(out.copyto(hetvm.cpu(0)).numpy(), np.zeros((2, 3), "float32"))
+
+
+MATCH_CAST_OF_A_CONSTANT_READ_BY_AN_OP = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global"), I.vdevice("sim", 1, "global")]})
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32", vdevice="sim:1:global")) -> R.Tensor((2, 3), dtype="float32", vdevice="sim:1:global"):
+        d0 = T.int64()
+        d1 = T.int64()
+        lv: R.Tensor((2, 3), dtype="float32") = R.zeros(R.shape([2, 3]), dtype="float32")
+        lv1: R.Tensor((d0, d1), dtype="float32") = R.match_cast(lv, R.Tensor((d0, d1), dtype="float32"))
+        with R.dataflow():
+            lv2: R.Tensor((d0, d1), dtype="float32", vdevice="sim:1:global") = R.hint_on_device(lv1, R.device("sim", 1))
+            lv3: R.Tensor((d0, d1), dtype="float32", vdevice="sim:1:global") = R.negative(lv2)
+            gv: R.Tensor((2, 3), dtype="float32", vdevice="sim:1:global") = R.add(x, lv3)
+            R.output(gv)
+        return gv
+'''
+
+
+def test_match_cast_of_a_constant_read_by_an_op_on_a_device():
+    """Found by the long run, the same cause as above: `negative` on sim:1 read the
+    match_cast of a folded constant through a hint, and the match_cast was bound on
+    the CPU ("'negative' computing 'lv3' runs on sim:1 but reads an input on cpu:0
+    without a copy")."""
+    missing = {"sim:0": ["zeros", "negative"], "sim:1": ["zeros"]}
+    exe = hetvm.build(from_source(MATCH_CAST_OF_A_CONSTANT_READ_BY_AN_OP), plan_devices_options={"missing_kernels": missing})
+    devices = [hetvm.cpu(0)] + [hetvm.device("sim", i, missing_kernels=missing[f"sim:{i}"]) for i in (0, 1)]
+    vm = hetvm.VirtualMachine(exe, devices, poison=True)
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    out = vm["main"](hetvm.nd.array(x, devices[2]))
+    np.testing.assert_array_equal(out.copyto(hetvm.cpu(0)).numpy(), x)
+
+
+TUPLE_HOLDING_A_CONSTANT = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global")]})
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32", vdevice="sim:0:global")) -> R.Tensor((2, 3), dtype="float32", vdevice="sim:0:global"):
+        lv: R.Tensor((2, 3), dtype="float32") = R.zeros(R.shape([2, 3]), dtype="float32")
+        t = (lv, x)
+        lv1 = R.add(t[0], t[1])
+        return lv1
+'''
+
+
+def test_tuple_holding_a_constant_is_read_on_its_device():
+    """The same cause through a tuple: `(lv, x)` holds the folded constant `lv` as a
+    field bound once, on the CPU; PlanDevices modelled `t[0]` as the constant (free
+    anywhere) and `add` on sim:0 read it from the CPU without a copy."""
+    options = {"missing_kernels": {"sim:0": ["zeros"]}}
+    exe = hetvm.build(from_source(TUPLE_HOLDING_A_CONSTANT), plan_devices_options=options)
+    devices = [hetvm.cpu(0), hetvm.device("sim", 0, missing_kernels=["zeros"])]
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    out = hetvm.VirtualMachine(exe, devices, poison=True)["main"](hetvm.nd.array(x, devices[1]))
+    np.testing.assert_array_equal(out.copyto(hetvm.cpu(0)).numpy(), x)
+
+
+HINT_OF_A_MATCH_CAST_ALIAS_IN_A_BRANCH = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global")]})
+    @R.function
+    def main(x0: R.Tensor(("n", "n"), dtype="float32", vdevice="sim:0:global"),
+             x1: R.Tensor((), dtype="bool")) -> R.Tensor(dtype="float32", ndim=2, vdevice="sim:0:global"):
+        n = T.int64()
+        R.func_attr({"tir_var_upper_bound": {"n": 3}})
+        d0 = T.int64()
+        d1 = T.int64()
+        lv1 = R.match_cast(x0, R.Tensor((d0, d1), dtype="float32"))
+        if x1:
+            lv9 = R.hint_on_device(lv1, R.device("sim", 0))
+        else:
+            lv8 = R.negative(lv1)
+            lv9 = lv8
+        return R.add(lv9, lv1)
+'''
+
+
+HINTS_OF_A_MATCH_CAST_ALIAS_THERE_AND_BACK = '''
+n = TypeVar("n")
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global")]})
+    @R.function
+    def main(x0: R.Tensor((n, n, n), dtype="float32"), x1: R.Tensor((), dtype="bool")) -> R.Tensor(dtype="float32", ndim=3):
+        R.func_attr({"tir_var_upper_bound": {"n": 2}})
+        d0 = T.int64()
+        d1 = T.int64()
+        d2 = T.int64()
+        lv: R.Tensor((d0, d1, d2), dtype="float32") = R.match_cast(x0, R.Tensor((d0, d1, d2), dtype="float32"))
+        if x1:
+            lv3 = R.hint_on_device(lv, R.device("cpu", 0))
+            lv4 = R.hint_on_device(lv3, R.device("sim", 0))
+            lv5 = R.negative(lv4)
+            lv6 = lv5
+        else:
+            lv6 = lv
+        lv7 = R.tanh(lv6)
+        return lv7
+'''
+
+
+def test_hint_of_a_match_cast_alias_keeps_the_cast_shape():
+    """A hint whose argument is already on the device read the match_cast's source
+    `x0` (shape (n, n)) in place of the alias `lv1` (shape (d0, d1)); the If's
+    branches then joined (n, n) with (d0, d1), lost the shape, and LegalizeOps could
+    not allocate `add`'s result. A hint now reads its argument itself when no copy is
+    needed, and a copy cast to the argument's shape when one is (as other reads of
+    a match_cast alias do). Such a cast is known by the block it is bound in, so a
+    later read of it elsewhere is cast again outside the branch (the long run found
+    the second program failing the same way when the cast was bound in the branch)."""
+    exe = hetvm.build(from_source(HINT_OF_A_MATCH_CAST_ALIAS_IN_A_BRANCH))
+    x = np.arange(9, dtype="float32").reshape(3, 3)
+    for flag, want in ((True, 2 * x), (False, 0 * x)):
+        vm = hetvm.VirtualMachine(exe, [hetvm.cpu(0), hetvm.device("sim", 0)], poison=True)
+        out = vm["main"](hetvm.nd.array(x, hetvm.device("sim", 0)), np.array(flag))
+        np.testing.assert_array_equal(out.copyto(hetvm.cpu(0)).numpy(), want)
+    # a hint's result that is itself a cast (of the copy to sim:0), read back on the
+    # CPU by `negative`, is cast once more outside the branch, not inside it
+    exe = hetvm.build(from_source(HINTS_OF_A_MATCH_CAST_ALIAS_THERE_AND_BACK))
+    x = np.linspace(-1, 1, 8, dtype="float32").reshape(2, 2, 2)
+    for flag, want in ((True, np.tanh(-x)), (False, np.tanh(x))):
+        vm = hetvm.VirtualMachine(exe, [hetvm.cpu(0), hetvm.device("sim", 0)], poison=True)
+        out = vm["main"](x, np.array(flag))
+        np.testing.assert_allclose(out.copyto(hetvm.cpu(0)).numpy(), want, rtol=1e-6)

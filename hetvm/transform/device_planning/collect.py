@@ -155,6 +155,7 @@ class Collector:
         span = b.span or value.span
         if isinstance(b, E.MatchCast):
             tree = self.annotate(var.name_hint, b.struct_info, value.struct_info, self.tree_of(value), span)
+            tree = self.held_constants(var, value, tree, span)
         elif isinstance(value, E.Call):
             tree = self.call(b, var, value, span)
         elif isinstance(value, E.If):
@@ -162,8 +163,39 @@ class Collector:
         else:
             tree = self.tree_of(value)
             tree = self.annotate(var.name_hint, var.struct_info, value.struct_info, tree, span)
+            if not isinstance(value, (E.Var, E.Constant)):  # a tuple or a projection
+                tree = self.held_constants(var, value, tree, span)
         self.env[var] = tree
         self.binding_tree[b] = tree
+
+    def held_constants(
+        self, var: E.Var, value: E.Expr, tree: Tree, span: Span | None, path: tuple[int, ...] = (),
+    ) -> Tree:
+        """Values for the constants a binding holds other than by naming them.
+
+        A constant is free to read anywhere only through its own names (``y = c``,
+        a hint of one): the rewriter reads the constant itself there, on the
+        reader's device. A match_cast of a constant, or a tuple holding one, is
+        bound once (the match_cast defines shape variables, the tuple is one
+        object), on one device, and its readers read that binding; so each such
+        leaf is a value of its own, placed like any other, and copied (and
+        explained) when it is read elsewhere. An annotation naming a device pins
+        it there: the rewriter materialises the constant there directly."""
+        if tree == CONST:
+            sinfo = _sinfo_at(var.struct_info, path)
+            if not isinstance(sinfo, S.TensorStructInfo):
+                return tree
+            have = _sinfo_at(value.struct_info, path)
+            label = var.name_hint + "".join(f"[{i}]" for i in path)
+            dom = self.problem.new_domain(f"constant held by '{label}'", span)
+            if sinfo.vdevice is not None:
+                key = self.key(sinfo.vdevice, f"the annotation of '{label}'", span)
+                self.problem.pin(dom, Constraint(key, f"the annotation of '{label}'", span), label)
+            nbytes = tensor_nbytes(have if isinstance(have, S.TensorStructInfo) else sinfo, self._bounds)
+            return self.problem.new_value(label, self._func, nbytes, dom, span, sinfo=sinfo)
+        if isinstance(tree, tuple):
+            return tuple(self.held_constants(var, value, t, span, path + (i,)) for i, t in enumerate(tree))
+        return tree
 
     def annotate(
         self, name: str, want: S.StructInfo | None, have: S.StructInfo | None, tree: Tree,

@@ -17,6 +17,9 @@
 Variables map to *trees* of value ids: an int for a tensor, a tuple for a
 tuple, ``None`` for anything else and :data:`CONST` for a constant (the runtime
 materialises constants on the device that reads them, so they never need a copy).
+Only a constant's own names (``y = c``, a hint or copy of one) are :data:`CONST`:
+a match_cast of a constant, or a tuple holding one, is bound once on one device,
+so each such leaf is a value of its own.
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ the end-so-far of the block that defines the value, so it comes before every
 consumer (in that block, a later one or a nested branch). Hints disappear;
 explicit ``to_vdevice`` calls become these copies too (named after their
 variable), so an explicit copy to the device its input already lives on goes
-away. A constant read by an op needs no copy: the runtime materialises it on
+away: such a hint or copy reads its argument itself. A copy read where a
+match_cast alias was read (by an op, a hint, a return ...) is cast to the
+alias's shape (``as_alias``), so no read of an alias falls back to its
+source's shape. A constant read by an op needs no copy: the runtime materialises it on
 the op's device, so a constant read on two devices simply appears with two
 vdevices. Anywhere else (a call argument, a returned or aliased value) a
 constant wanted on a non-host device is copied there with ``R.to_vdevice``, so
@@ -235,6 +238,7 @@ class Rewriter:
         after = max(_index_of(block, alias), _index_of(block, copy))  # type: ignore[arg-type]
         block.insert(after + 1, binding)
         self.recasts[key] = cast  # type: ignore[index]
+        self.defined_in[cast] = block  # a hint's result may be the cast, and be cast again
         return cast
 
     def rebuild(self, expr: E.Expr, want: Want, path: tuple[int, ...] = (), op_operand: bool = False) -> E.Expr:
@@ -374,7 +378,15 @@ class Rewriter:
                     return
                 if isinstance(tree, int) and tree != CONST:
                     dst = self.pl.value_device(tree)
-                    got = self.materialize(tree, dst, var.name_hint if beh is DeviceBehavior.CROSS_DEVICE else None)
+                    arg = call.args[0]
+                    arg_tree = self.col.env.get(arg) if isinstance(arg, E.Var) else None
+                    if isinstance(arg_tree, int) and arg_tree != CONST and self.pl.value_device(arg_tree) == dst:
+                        # already there: the argument itself (a match_cast alias keeps its shape)
+                        got = self.new_var.get(arg, arg)  # type: ignore[arg-type]
+                    else:
+                        got = self.materialize(tree, dst, var.name_hint if beh is DeviceBehavior.CROSS_DEVICE else None)
+                        if isinstance(arg, E.Var):  # read where the argument was: cast to an alias's shape
+                            got = self.as_alias(self.new_var.get(arg, arg), got, arg.name_hint)
                     if isinstance(var, E.DataflowVar) or not isinstance(got, E.DataflowVar):
                         self.new_var[var] = got
                         return
