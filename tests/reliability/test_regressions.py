@@ -512,3 +512,40 @@ def test_hint_of_a_match_cast_alias_keeps_the_cast_shape():
         vm = hetvm.VirtualMachine(exe, [hetvm.cpu(0), hetvm.device("sim", 0)], poison=True)
         out = vm["main"](x, np.array(flag))
         np.testing.assert_allclose(out.copyto(hetvm.cpu(0)).numpy(), want, rtol=1e-6)
+
+
+IF_RESULT_KILLED_LATE = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x0: R.Tensor((), dtype="float32"), x1: R.Tensor((), dtype="bool")) -> R.Tensor((), dtype="float32"):
+        lv = R.negative(x0)
+        if x1:
+            lv1 = R.abs(lv)
+            lv2 = lv1
+        else:
+            lv2 = lv
+        lv5 = lv2, x0
+        lv6 = R.tanh(lv)
+        lv7 = R.exp(lv6)
+        lv8 = R.tanh(lv7)
+        lv9 = R.exp(lv8)
+        return lv9
+'''
+
+
+def test_if_result_lives_until_its_late_kill():
+    """Found by the long run: `lv2` may be the branch's own `lv1` or the outer `lv`,
+    so KillAfterLastUse kills it no earlier than `lv`'s last use; the planner
+    thought `lv1` dead after `lv2`'s last read and gave its bytes to `lv6`, which
+    the late kill then poisoned (NaN with poison=True). Lifetimes now extend an If
+    result to the last use of the outer values a branch may return."""
+    from hetvm.analysis.memory_plan import check_no_overlap
+
+    mod = from_source(IF_RESULT_KILLED_LATE)
+    check_no_overlap(lower(mod))
+    vm = hetvm.VirtualMachine(hetvm.build(mod), poison=True)
+    x = np.array(0.5, "float32")
+    want = np.exp(np.tanh(np.exp(np.tanh(-x))))
+    for flag in (True, False):
+        np.testing.assert_allclose(vm["main"](x, np.array(flag)).numpy(), want, rtol=1e-6)
