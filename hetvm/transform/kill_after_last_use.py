@@ -123,6 +123,10 @@ class _FunctionFacts:
                 # a call may return one of its arguments: reading the result reads it
                 seen.add(v)
                 stack.extend(reversed(self.call_aliases(value)))
+            elif isinstance(value, E.TupleGetItem) and isinstance(value.tuple_value, E.Var) and v not in seen:
+                # a field of a call's result may be an argument: reading it reads the call's
+                seen.add(v)
+                stack.append(value.tuple_value)
         return out
 
     def call_aliases(self, call: E.Call) -> list[E.Var]:
@@ -182,6 +186,11 @@ class _FunctionFacts:
                 root_value = self.value_of.get(self.root(e))
                 if isinstance(root_value, E.Tuple):
                     stack.extend(root_value.fields)
+                elif isinstance(root_value, E.Call):
+                    # a field of a call's result may be an argument the callee returned
+                    stack.extend(self.call_aliases(root_value))
+                elif isinstance(root_value, E.If):
+                    stack.extend(_result_vars(root_value))
 
     def alias_sources(self, var: E.Var) -> set[E.Var]:
         """Roots of the values ``var`` may be, other than itself: arguments a call
@@ -212,6 +221,14 @@ class _FunctionFacts:
         value = self.value_of.get(var)
         if value is None or isinstance(value, E.Constant):
             return None
+        if (
+            isinstance(value, E.Call)
+            and isinstance(value.op, E.ExternFunc)
+            and value.op.global_symbol == RESHAPE_BUILTIN
+            and value.args
+            and isinstance(value.args[0], E.Constant)
+        ):
+            return None  # a view of a constant: its bytes are the constant's, kept across calls
         sinfo = var.struct_info
         if isinstance(sinfo, (S.ShapeStructInfo, S.PrimStructInfo, S.FuncStructInfo)):
             return None

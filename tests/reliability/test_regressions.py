@@ -549,3 +549,62 @@ def test_if_result_lives_until_its_late_kill():
     want = np.exp(np.tanh(np.exp(np.tanh(-x))))
     for flag in (True, False):
         np.testing.assert_allclose(vm["main"](x, np.array(flag)).numpy(), want, rtol=1e-6)
+
+
+RETURNED_ARGUMENT_THROUGH_A_TUPLE = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global")]})
+    @R.function
+    def helper0(p0: R.Tensor((1,), dtype="float32")) -> R.Tuple(R.Tensor((1,), dtype="float32", vdevice="sim:0:global"), R.Tensor((1,), dtype="float32")):
+        lv = R.hint_on_device(p0, R.device("sim", 0))
+        lv1 = R.negative(lv)
+        return (lv1, p0)
+
+    @R.function
+    def main(x0: R.Tensor((), dtype="float32")) -> R.Tensor((1,), dtype="float32"):
+        cls = Module
+        lv = cls.helper0(R.const([1.5], "float32"))
+        lv1 = lv[1]
+        lv2 = R.tanh(lv1)
+        return R.add(lv2, lv1)
+'''
+
+
+def test_argument_a_callee_returns_in_a_tuple_is_not_killed_early():
+    """Found by the long run (the first session's unexplained `copyto() on a
+    released NDArray`): `helper0` returns its argument as a tuple field, and
+    KillAfterLastUse killed that argument right after the call although `lv[1]`
+    (and the function's result) still read it. Reading a field of a call's result
+    now reads the arguments the call may return, and such an argument reached from
+    the output is an output."""
+    options = {"missing_kernels": {"sim:0": ["negative"]}}
+    exe = hetvm.build(from_source(RETURNED_ARGUMENT_THROUGH_A_TUPLE), plan_devices_options=options)
+    devices = [hetvm.cpu(0), hetvm.device("sim", 0, missing_kernels=["negative"])]
+    vm = hetvm.VirtualMachine(exe, devices, poison=True)
+    for _ in range(2):
+        out = vm["main"](np.array(0.5, "float32")).copyto(hetvm.cpu(0)).numpy()
+        np.testing.assert_allclose(out, np.tanh([1.5]) + 1.5, rtol=1e-6)
+
+
+RESHAPED_CONSTANT = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x0: R.Tensor((1, 1), dtype="float32")) -> R.Tensor((1, 1), dtype="float32"):
+        lv2 = R.zeros(R.shape([1]), dtype="float32")
+        lv3 = R.reshape(lv2, R.shape([1, 1]))
+        lv4 = R.tanh(lv3)
+        lv5 = R.exp(lv4)
+        return R.add(lv5, x0)
+'''
+
+
+def test_a_view_of_a_constant_is_never_killed():
+    """Found by the long run: after FoldConstant, `lv3` is a reshape view of a
+    constant; KillAfterLastUse killed it, which (with poison) poisoned the
+    constant itself, so the next call returned NaN."""
+    vm = hetvm.VirtualMachine(hetvm.build(from_source(RESHAPED_CONSTANT)), poison=True)
+    for _ in range(3):
+        out = vm["main"](np.zeros((1, 1), "float32")).numpy()
+        np.testing.assert_array_equal(out, np.ones((1, 1), "float32"))
