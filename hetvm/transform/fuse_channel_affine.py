@@ -108,7 +108,8 @@ def _same_shape(a: S.TensorStructInfo | None, b: S.TensorStructInfo) -> bool:
 class _Chain:
     """One chain being grown: its input, bindings and the combined affine map."""
 
-    __slots__ = ("x", "sinfo", "channels", "bindings", "scale", "shift", "const_vdevice", "closed", "conv")
+    __slots__ = ("x", "sinfo", "channels", "bindings", "scale", "shift", "const_vdevice", "closed", "conv",
+                 "conv_weight")
 
     def __init__(self, x: E.Var, sinfo: S.TensorStructInfo, channels: int, const_vdevice: object):
         self.x = x
@@ -120,6 +121,7 @@ class _Chain:
         self.const_vdevice = const_vdevice
         self.closed = False
         self.conv: E.VarBinding | None = None  # the convolution its scale moves into
+        self.conv_weight: np.ndarray | None = None  # that convolution's weight, scaled
 
     @classmethod
     def start(cls, x: E.Var, const: E.Constant | None) -> _Chain | None:
@@ -251,9 +253,7 @@ class _Fuser(ExprMutator):
     def _emit_scaled_conv(self, binding: E.VarBinding, chain: _Chain) -> None:
         call: E.Call = binding.value  # type: ignore[assignment]
         weight: E.Constant = call.args[1]  # type: ignore[assignment]
-        data = weight.data
-        scaled = (data.astype(np.float64) * chain.scale[None, :, None, None]).astype(data.dtype)
-        new_weight = E.Constant(scaled, struct_info=weight.struct_info, span=weight.span)
+        new_weight = E.Constant(chain.conv_weight, struct_info=weight.struct_info, span=weight.span)
         args = (self.visit_expr(call.args[0]), new_weight, *(self.visit_expr(a) for a in call.args[2:]))
         value = self.normalize(E.replace(call, args=args, struct_info=None))
         var = self._retype(binding.var, value)
@@ -263,7 +263,8 @@ class _Fuser(ExprMutator):
 def _scale_folds(chain: _Chain, conv: E.Call) -> bool:
     """Whether ``chain``'s scale can move into ``conv``'s weight exactly: positive
     scales, one group, NCHW/OIHW, a Constant weight whose input channels are the
-    chain's, and a scaled weight and shift that stay finite in the dtype."""
+    chain's, and a scaled weight and shift that stay finite in the dtype. When it
+    can, the scaled weight is kept on the chain."""
     at = conv.attrs
     if int(at.get("groups", 1)) != 1 or (at.get("data_layout"), at.get("kernel_layout")) != ("NCHW", "OIHW"):
         return False
@@ -274,8 +275,12 @@ def _scale_folds(chain: _Chain, conv: E.Call) -> bool:
     if weight.data.shape[1] != chain.channels or chain.sinfo.ndim != 4 or not np.all(chain.scale > 0):
         return False
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        scaled = weight.data.astype(np.float64) * chain.scale[None, :, None, None]
-        return bool(np.all(np.isfinite(scaled.astype(dtype))) and np.all(np.isfinite((chain.shift / chain.scale).astype(dtype))))
+        scaled = (weight.data.astype(np.float64) * chain.scale[None, :, None, None]).astype(dtype)
+        shift = (chain.shift / chain.scale).astype(dtype)
+    if not (np.all(np.isfinite(scaled)) and np.all(np.isfinite(shift))):
+        return False
+    chain.conv_weight = scaled
+    return True
 
 
 def _representable(chain: _Chain) -> bool:

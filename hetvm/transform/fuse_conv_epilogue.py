@@ -43,6 +43,7 @@ from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..op.base import make_call
+from ..op.nn.conv import ATTRS as CONV_ATTRS
 from ._conv_chain import (
     FLOAT_DTYPES,
     ConvChainRewriter,
@@ -55,16 +56,6 @@ from .pass_infra import FunctionPass, PassContext
 
 __all__ = ["FuseConvEpilogue"]
 
-_CONV_ATTRS = (
-    "strides",
-    "padding",
-    "dilation",
-    "groups",
-    "data_layout",
-    "kernel_layout",
-    "out_layout",
-    "out_dtype",
-)
 _FUSED = "nn.conv2d_bias_act"
 _FUSED_RESIDUAL = "nn.conv2d_bias_add_act"
 
@@ -244,7 +235,7 @@ class _Fuser(ConvChainRewriter):
             same = same and residual is plan.residual
             args.append(residual)
             name = _FUSED_RESIDUAL
-        attrs = {k: conv.attrs[k] for k in _CONV_ATTRS}
+        attrs = {k: conv.attrs[k] for k in CONV_ATTRS}
         attrs["activation"] = plan.activation
         value = make_call(name, args, attrs, span=plan.end.value.span)
         if same and data is conv.args[0] and weight is conv.args[1]:
