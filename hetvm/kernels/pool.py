@@ -76,6 +76,29 @@ def _fold(xp: Any, ufunc: Any, x: Any, acc: Any, k, s, d) -> None:
             ufunc(acc, view, out=acc)
 
 
+def _fold_flat(xp: Any, ufunc: Any, x: Any, k, d, oh: int, ow: int) -> Any:
+    """Stride 1: the same folds over the whole padded tensor ``x`` flattened to
+    one row, so every ufunc call is one long contiguous loop (a tap is a fixed
+    offset). Windows that run past an image's right or bottom edge land only on
+    positions outside (OH, OW), which the returned (N, C, OH, OW) view of the
+    (N, C, HP, WP) result leaves out. About 3x faster than ``_fold`` on
+    Inception's 14x14 "same" pools, whose rows are too short for NumPy's loops."""
+    n, c, hp, wp = x.shape
+    flat = xp.ascontiguousarray(x).reshape(-1)
+    rows_len = flat.size - (k[0] - 1) * d[0] * wp
+    rows = scratch(xp, "rows", (rows_len,), flat.dtype)
+    rows[...] = flat[:rows_len]
+    for i in range(1, k[0]):
+        ufunc(rows, flat[i * d[0] * wp : i * d[0] * wp + rows_len], out=rows)
+    acc_len = rows_len - (k[1] - 1) * d[1]
+    full = scratch(xp, "acc", (flat.size,), flat.dtype)
+    acc = full[:acc_len]
+    acc[...] = rows[:acc_len]
+    for j in range(1, k[1]):
+        ufunc(acc, rows[j * d[1] : j * d[1] + acc_len], out=acc)
+    return full.reshape(n, c, hp, wp)[:, :, :oh, :ow]
+
+
 @register_kernel("nn.max_pool2d")
 def max_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     """Padding (and ceil_mode's overhang) is the dtype's lowest value, so it never
@@ -83,7 +106,10 @@ def max_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     _check_layout(attrs, "nn.max_pool2d")
     k, s, d, pads = _geometry(attrs, x, out, "nn.max_pool2d")
     xpad = padded(xp, x, pads, _lowest(x.dtype))
-    _fold(xp, xp.maximum, xpad, out, k, s, d)
+    if s == (1, 1):
+        store(out, _fold_flat(xp, xp.maximum, xpad, k, d, out.shape[2], out.shape[3]))
+    else:
+        _fold(xp, xp.maximum, xpad, out, k, s, d)
 
 
 def _counts(out_len: int, k: int, s: int, d: int, lo: int, hi: int) -> Any:
@@ -104,8 +130,6 @@ def avg_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     acc_dtype = xp.float64 if x.dtype == xp.float64 else xp.float32
     xa = x if x.dtype == acc_dtype else x.astype(acc_dtype)
     xpad = padded(xp, xa, pads)
-    acc = out if out.dtype == acc_dtype else xp.empty(out.shape, dtype=acc_dtype)
-    _fold(xp, xp.add, xpad, acc, k, s, d)
     h, w = x.shape[2], x.shape[3]
     pt, pl, pb, pr = as_ints(attrs.get("padding", (0, 0, 0, 0)))
     oh, ow = out.shape[2], out.shape[3]
@@ -116,12 +140,21 @@ def avg_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
         ch = _counts(oh, k[0], s[0], d[0], pt, pt + h)
         cw = _counts(ow, k[1], s[1], d[1], pl, pl + w)
     count = np.maximum(ch[:, None] * cw[None, :], 1).astype(acc_dtype)
-    if count.min() == count.max():  # no border effects: one scalar division
-        xp.true_divide(acc, acc.dtype.type(count.flat[0]), out=acc)
+    if s == (1, 1):
+        acc = _fold_flat(xp, xp.add, xpad, k, d, oh, ow)
     else:
-        xp.true_divide(acc, xp.asarray(count), out=acc)
-    if acc is not out:
-        store(out, acc.astype(out.dtype))
+        acc = out if out.dtype == acc_dtype else xp.empty(out.shape, dtype=acc_dtype)
+        _fold(xp, xp.add, xpad, acc, k, s, d)
+    if count.min() == count.max():  # no border effects: one scalar division
+        divisor = acc.dtype.type(count.flat[0])
+    else:
+        divisor = xp.asarray(count)
+    if acc is out:
+        xp.true_divide(acc, divisor, out=acc)
+    elif out.dtype == acc_dtype:
+        xp.true_divide(acc, divisor, out=out)
+    else:
+        store(out, (acc / divisor).astype(out.dtype))
 
 
 @register_kernel("nn.adaptive_avg_pool2d")

@@ -183,9 +183,10 @@ def conv_attrs(strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
 def test_conv2d_paths(monkeypatch, x_shape, w_shape, strides, padding, dilation, groups, blocked):
     from hetvm.kernels import conv
 
-    if blocked:  # one output row per im2col block
+    if blocked:  # one output row per im2col block, one group per depthwise block
         monkeypatch.setattr(conv, "_COLS_BYTES", 1)
         monkeypatch.setattr(conv, "_MIN_COLS", 1)
+        monkeypatch.setattr(conv, "_DEPTHWISE_COLS_BYTES", 1)
     x, w = rand(*x_shape), rand(*w_shape)
     ref = conv_reference(x, w, strides, padding, dilation, groups)
     got = run("nn.conv2d", conv_attrs(strides, padding, dilation, groups), x, w, out_shapes=[ref.shape])
@@ -255,6 +256,12 @@ def out_len(n, k, s, p0, p1, d, ceil):
     ((3, 3), (3, 2), (2, 0, 2, 1), (2, 1), True, True),  # a window wholly in overhang
     ((1, 1), (2, 2), (0, 0, 0, 0), (1, 1), False, False),
     ((7, 8), (1, 1), (0, 0, 0, 0), (1, 1), False, False),  # global
+    # stride 1 folds the whole flattened tensor: Inception's "same" pools, uneven
+    # padding, dilation, a one-column kernel
+    ((3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False, False),
+    ((3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False, True),
+    ((2, 3), (1, 1), (0, 2, 1, 0), (2, 1), True, False),
+    ((3, 1), (1, 1), (0, 0, 2, 0), (1, 1), False, True),
 ])  # fmt: skip
 def test_pooling(kind, k, s, p, d, ceil, include):
     x = rand(2, 3, 7, 8)
