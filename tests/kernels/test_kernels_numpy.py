@@ -262,6 +262,10 @@ def out_len(n, k, s, p0, p1, d, ceil):
     ((3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False, True),
     ((2, 3), (1, 1), (0, 2, 1, 0), (2, 1), True, False),
     ((3, 1), (1, 1), (0, 0, 2, 0), (1, 1), False, True),
+    # strided max pools read the unpadded input: taps that miss the first rows or
+    # columns, a window left of the input, a dilated tap past its end
+    ((3, 3), (2, 2), (2, 3, 0, 0), (1, 1), False, False),
+    ((2, 3), (3, 2), (1, 2, 1, 2), (2, 2), True, False),
 ])  # fmt: skip
 def test_pooling(kind, k, s, p, d, ceil, include):
     x = rand(2, 3, 7, 8)
