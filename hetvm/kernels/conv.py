@@ -36,7 +36,9 @@ Accumulation is in ``result_type(data, weight)`` (float32 stays float32).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from .common import as_ints, store
 from .registry import register_kernel
@@ -53,19 +55,21 @@ _KN2ROW_MAX_OUT = 64
 _DEPTHWISE_COLS_BYTES = 512 << 10
 
 
-def windows(xp: Any, x: Any, oh: int, ow: int, kh: int, kw: int, strides, dilation) -> Any:
-    """A (N, C, OH, OW, KH, KW) strided view of the padded input ``x`` (no copy)."""
-    sn, sc, sh, sw = x.strides
-    shape = (x.shape[0], x.shape[1], oh, ow, kh, kw)
-    st = (sn, sc, sh * strides[0], sw * strides[1], sh * dilation[0], sw * dilation[1])
-    return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=st)
-
-
-def tap(x: Any, i: int, j: int, oh: int, ow: int, strides, dilation) -> Any:
-    """The (N, C, OH, OW) strided view of ``x`` that kernel tap (i, j) reads."""
-    h0, w0 = i * dilation[0], j * dilation[1]
-    return x[:, :, h0 : h0 + (oh - 1) * strides[0] + 1 : strides[0],
-             w0 : w0 + (ow - 1) * strides[1] + 1 : strides[1]]  # fmt: skip
+def strided(xp: Any, x: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int = 0) -> Any:
+    """A read-only strided view of ``x``'s memory starting ``offset`` bytes in.
+    For a C-contiguous NumPy array this wraps the memory with the ndarray
+    constructor, which also checks that the view stays inside ``x`` and is 10x
+    cheaper than ``as_strided`` (0.3 against 3 us a call: a model makes a few
+    hundred). Otherwise ``as_strided``, which checks nothing: callers keep
+    their views inside ``x`` (see ``_check_fits``)."""
+    if xp is np and x.flags.c_contiguous:
+        view = np.ndarray(shape, x.dtype, x.reshape(-1), offset, strides)
+        view.flags.writeable = False
+        return view
+    if offset and not x.flags.c_contiguous:
+        raise ValueError("a strided view with an offset needs a C-contiguous array")
+    base = x.reshape(-1)[offset // x.itemsize :] if offset else x
+    return xp.lib.stride_tricks.as_strided(base, shape=shape, strides=strides)
 
 
 def padded(xp: Any, x: Any, pads: tuple[int, int, int, int], fill: Any = 0, copy: bool = False) -> Any:
@@ -132,7 +136,7 @@ def _pointwise(xp, x, weight, dst, groups, strides) -> None:
     xp.matmul(w, x.reshape(n, groups, cg, oh * ow), out=dst.reshape(n, groups, og, oh * ow))
 
 
-def _depthwise(xp, x, weight, dst, groups, strides, dilation, pads) -> None:
+def _depthwise(xp, x, weight, dst, groups, strides, dilation, pads, bias=None) -> bool:
     """One input channel per group: per block of channels, copy each channel's
     KH*KW tap windows into columns and contract them with the channel's taps in
     one batched product ``(G, Og, K) @ (N, G, K, P)``. At stride 1 a tap's
@@ -152,15 +156,15 @@ def _depthwise(xp, x, weight, dst, groups, strides, dilation, pads) -> None:
         extra = max(0, -(-(last - (h + pt + pb) * wp) // wp))  # rows so the last tap's run fits
         flat = padded(xp, x, (pt, pl, pb + extra, pr), copy=True).reshape(n, groups, -1)
         sn, sc, _ = flat.strides
-        view = xp.lib.stride_tricks.as_strided(
-            flat, shape=(n, groups, kh, kw, length), strides=(sn, sc, wp * dilation[0] * item, dilation[1] * item, item))
+        view = strided(
+            xp, flat, (n, groups, kh, kw, length), strides=(sn, sc, wp * dilation[0] * item, dilation[1] * item, item))
         out = scratch(xp, "acc", (n, groups, og, length), dst.dtype)
     else:
         xpad = xp.ascontiguousarray(padded(xp, x, pads))
         sn, sc, sh, sw = xpad.strides
         length = oh * ow
-        view = xp.lib.stride_tricks.as_strided(
-            xpad, shape=(n, groups, kh, kw, oh, ow),
+        view = strided(
+            xp, xpad, (n, groups, kh, kw, oh, ow),
             strides=(sn, sc, sh * dilation[0], sw * dilation[1], sh * strides[0], sw * strides[1]))
         out = dst.reshape(n, groups, og, length)  # a view: dst is C-contiguous
     block = max(1, min(groups, _DEPTHWISE_COLS_BYTES // max(1, n * k * length * item)))
@@ -171,8 +175,14 @@ def _depthwise(xp, x, weight, dst, groups, strides, dilation, pads) -> None:
         cols = buf[: windows_.size].reshape(windows_.shape)
         cols[...] = windows_
         xp.matmul(taps[g0:g1], cols.reshape(n, g1 - g0, k, length), out=out[:, g0:g1])
-    if strides == (1, 1):
-        dst[...] = out.reshape(n, o, oh, wp)[..., :ow]
+    if strides != (1, 1):
+        return False
+    cropped = out.reshape(n, o, oh, wp)[..., :ow]
+    if bias is None:
+        dst[...] = cropped
+        return False
+    xp.add(cropped, bias.reshape(1, o, 1, 1), out=dst)  # the crop's copy adds the bias
+    return True
 
 
 def _kn2row(xp, x, weight, dst, dilation, pads) -> None:
@@ -218,38 +228,65 @@ def _im2col(xp, x, weight, dst, groups, strides, dilation) -> None:
     for b in range(n):
         for r0 in range(0, oh, rows):
             r = min(rows, oh - r0)
-            src = x[b, :, r0 * strides[0] :]
-            win = xp.lib.stride_tricks.as_strided(src, shape=(groups, cg, kh, kw, r, ow), strides=st)
+            win = strided(xp, x[b], (groups, cg, kh, kw, r, ow), st, r0 * strides[0] * sh)
             cols = buf[: groups * k * r * ow].reshape(groups, cg, kh, kw, r, ow)
             cols[...] = win
             out_rows = dst[b, :, r0 : r0 + r].reshape(groups, og, r * ow)  # a view
             xp.matmul(w, cols.reshape(groups, k, r * ow), out=out_rows)
 
 
-@register_kernel("nn.conv2d")
-def conv2d(xp: Any, attrs: dict, data: Any, weight: Any, out: Any) -> None:
-    """Cross-correlation with strides, (top, left, bottom, right) padding, dilation
-    and groups; the output shape is the buffer's (the op inferred it)."""
+class Geometry(NamedTuple):
+    """nn.conv2d's attributes, parsed once per bound instruction."""
+
+    strides: tuple[int, int]
+    dilation: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    groups: int
+
+
+def geometry(attrs: dict) -> Geometry:
     _check_layouts(attrs)
-    strides = as_ints(attrs.get("strides", (1, 1)))
-    dilation = as_ints(attrs.get("dilation", (1, 1)))
-    pads = as_ints(attrs.get("padding", (0, 0, 0, 0)))
-    groups = int(attrs.get("groups", 1))
+    return Geometry(as_ints(attrs.get("strides", (1, 1))), as_ints(attrs.get("dilation", (1, 1))),
+                    as_ints(attrs.get("padding", (0, 0, 0, 0))), int(attrs.get("groups", 1)))  # fmt: skip
+
+
+def convolve(xp: Any, geo: Geometry, data: Any, weight: Any, out: Any, bias: Any = None) -> bool:
+    """Writes the convolution into ``out``; returns whether it also added the
+    per-channel ``bias`` (a path that copies its result into ``out`` anyway
+    adds it in that copy; the caller adds it otherwise)."""
+    strides, dilation, pads, groups = geo
     _, cg, kh, kw = weight.shape
     _check_fits(data.shape, out.shape, (kh, kw), strides, dilation, pads)
     acc = xp.result_type(data.dtype, weight.dtype)
     dst = _destination(xp, out, acc)
     x = data if data.dtype == acc else data.astype(acc)
     w = weight if weight.dtype == acc else weight.astype(acc)
+    added = False
     if kh == 1 and kw == 1 and not any(pads):
         _pointwise(xp, x, w, dst, groups, strides)
+    elif cg == 1 and groups > 1:
+        added = _depthwise(xp, x, w, dst, groups, strides, dilation, pads, bias if dst is out else None)
+    elif groups == 1 and strides == (1, 1) and w.shape[0] <= min(_KN2ROW_MAX_OUT, cg // 2):
+        _kn2row(xp, x, w, dst, dilation, pads)
     else:
-        if cg == 1 and groups > 1:
-            _depthwise(xp, x, w, dst, groups, strides, dilation, pads)
-        elif groups == 1 and strides == (1, 1) and w.shape[0] <= min(_KN2ROW_MAX_OUT, cg // 2):
-            _kn2row(xp, x, w, dst, dilation, pads)
-        else:
-            x = padded(xp, x, pads)
-            _im2col(xp, xp.ascontiguousarray(x), w, dst, groups, strides, dilation)
+        x = padded(xp, x, pads)
+        _im2col(xp, xp.ascontiguousarray(x), w, dst, groups, strides, dilation)
     if dst is not out:
         store(out, dst.astype(out.dtype, copy=False))
+    return added
+
+
+def _specialize(xp: Any, attrs: dict) -> Any:
+    geo = geometry(attrs)
+
+    def run(data: Any, weight: Any, out: Any) -> None:
+        convolve(xp, geo, data, weight, out)
+
+    return run
+
+
+@register_kernel("nn.conv2d", specialize=_specialize)
+def conv2d(xp: Any, attrs: dict, data: Any, weight: Any, out: Any) -> None:
+    """Cross-correlation with strides, (top, left, bottom, right) padding, dilation
+    and groups; the output shape is the buffer's (the op inferred it)."""
+    convolve(xp, geometry(attrs), data, weight, out)

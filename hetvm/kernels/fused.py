@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .common import per_channel, relu_into, same_shape
-from .conv import conv2d
+from .conv import Geometry, convolve, geometry
 from .registry import register_kernel
 
 ACTIVATIONS = ("none", "relu")
@@ -20,18 +20,54 @@ def _activation(op: str, attrs: dict) -> str:
     return activation
 
 
-@register_kernel("nn.conv2d_bias_act")
-def conv2d_bias_act(xp: Any, attrs: dict, data: Any, weight: Any, bias: Any, out: Any) -> None:
-    """The conv2d kernel writes ``out``; the per-channel bias is added and the
-    activation applied in place."""
-    activation = _activation("nn.conv2d_bias_act", attrs)
-    conv2d(xp, attrs, data, weight, out)
-    per_channel(xp, xp.add, out, bias, out)
+def _bias_act(xp: Any, geo: Geometry, activation: str, data: Any, weight: Any, bias: Any, out: Any) -> None:
+    if not convolve(xp, geo, data, weight, out, bias):
+        per_channel(xp, xp.add, out, bias, out)
     if activation == "relu":
         relu_into(xp, out, out)
 
 
-@register_kernel("nn.conv2d_bias_add_act")
+def _bias_add_act(
+    xp: Any, geo: Geometry, activation: str, data: Any, weight: Any, bias: Any, residual: Any, out: Any
+) -> None:
+    if residual.shape != out.shape:
+        raise ValueError(
+            f"nn.conv2d_bias_add_act kernel: residual {tuple(residual.shape)} is not the "
+            f"output's shape {tuple(out.shape)}"
+        )
+    may_share = getattr(xp, "may_share_memory", None)
+    if may_share is not None and may_share(out, residual):
+        residual = residual.copy()
+    if not convolve(xp, geo, data, weight, out, bias):
+        per_channel(xp, xp.add, out, bias, out)
+    xp.add(out, residual, out=out)
+    if activation == "relu":
+        relu_into(xp, out, out)
+
+
+def _specialized(op: str, body: Any) -> Any:
+    """A ``specialize`` hook: attributes are parsed once, at bind time."""
+
+    def specialize(xp: Any, attrs: dict) -> Any:
+        geo, activation = geometry(attrs), _activation(op, attrs)
+
+        def run(*args: Any) -> None:
+            body(xp, geo, activation, *args)
+
+        return run
+
+    return specialize
+
+
+@register_kernel("nn.conv2d_bias_act", specialize=_specialized("nn.conv2d_bias_act", _bias_act))
+def conv2d_bias_act(xp: Any, attrs: dict, data: Any, weight: Any, bias: Any, out: Any) -> None:
+    """The convolution writes ``out`` (the depthwise path adds the bias in its
+    final copy); otherwise the per-channel bias is added in place, then the
+    activation applied in place."""
+    _bias_act(xp, geometry(attrs), _activation("nn.conv2d_bias_act", attrs), data, weight, bias, out)
+
+
+@register_kernel("nn.conv2d_bias_add_act", specialize=_specialized("nn.conv2d_bias_add_act", _bias_add_act))
 def conv2d_bias_add_act(
     xp: Any, attrs: dict, data: Any, weight: Any, bias: Any, residual: Any, out: Any
 ) -> None:
@@ -41,20 +77,8 @@ def conv2d_bias_add_act(
     an op's output share bytes with an input (the output is live from its
     allocation, before the call, the input until the call); a caller that passes
     overlapping buffers anyway gets a copy of the residual, not a wrong result."""
-    activation = _activation("nn.conv2d_bias_add_act", attrs)
-    if residual.shape != out.shape:
-        raise ValueError(
-            f"nn.conv2d_bias_add_act kernel: residual {tuple(residual.shape)} is not the "
-            f"output's shape {tuple(out.shape)}"
-        )
-    may_share = getattr(xp, "may_share_memory", None)
-    if may_share is not None and may_share(out, residual):
-        residual = residual.copy()
-    conv2d(xp, attrs, data, weight, out)
-    per_channel(xp, xp.add, out, bias, out)
-    xp.add(out, residual, out=out)
-    if activation == "relu":
-        relu_into(xp, out, out)
+    _bias_add_act(xp, geometry(attrs), _activation("nn.conv2d_bias_add_act", attrs), data, weight, bias,
+                  residual, out)  # fmt: skip
 
 
 @register_kernel("nn.scale_shift_act")

@@ -55,6 +55,27 @@ def test_conv2d_bias_act_matches_conv_plus_bias():
         np.testing.assert_allclose(out, np.maximum(want, 0) if activation == "relu" else want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("strides", [(1, 1), (2, 2)])
+@pytest.mark.parametrize("out_dtype", ["float32", "float64"])
+@pytest.mark.parametrize("specialized", [False, True])
+def test_depthwise_bias_in_the_final_copy(strides, out_dtype, specialized):
+    """At stride 1 the depthwise path adds the bias while cropping its result (once,
+    not twice); other strides and a float64 destination add it afterwards."""
+    from hetvm.kernels.registry import bind_kernel
+
+    attrs = {**CONV, "strides": strides, "groups": 6, "activation": "relu"}
+    x, w, b = rand(2, 6, 7, 7), rand(12, 1, 3, 3), rand(12)
+    ref = np.empty((2, 12) + ((7, 7) if strides == (1, 1) else (4, 4)), "float32")
+    get_kernel("nn.conv2d", "cpu")(np, {**attrs}, x, w, ref)
+    want = np.maximum(ref + b.reshape(-1, 1, 1), 0)
+    out = np.full(ref.shape, 7, out_dtype)
+    if specialized:
+        bind_kernel("nn.conv2d_bias_act", "cpu", np, attrs)(x, w, b, out)
+    else:
+        get_kernel("nn.conv2d_bias_act", "cpu")(np, attrs, x, w, b, out)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
 def test_fused_kernel_errors():
     x, w, b = rand(1, 4, 6, 6), rand(5, 4, 3, 3), rand(5)
     out = np.empty((1, 5, 6, 6), "float32")
