@@ -185,6 +185,54 @@ def _depthwise(xp, x, weight, dst, groups, strides, dilation, pads, bias=None) -
     return True
 
 
+def _depthwise_same(xp, x, weight, dst, groups, dilation, pads, bias=None) -> bool:
+    """Depthwise at stride 1 with the output as wide as the input ("same"
+    padding: every depthwise layer of ShuffleNet or MobileNet). Each image is
+    copied whole, with zero margins before and after, into one flat row; tap
+    (i, j) then reads that row at a fixed offset, so all taps' columns are one
+    strided copy and come out on the output's own grid. The only fix-up: a
+    window that leaves the image sideways has wrapped into the neighbouring
+    image row, so those column stripes are zeroed. No padded 2-D copy and no
+    crop; with ``bias`` a row of ones in the columns makes the product add it.
+    Returns whether it did."""
+    n, c, h, w = x.shape
+    o, _, kh, kw = weight.shape
+    oh = dst.shape[2]
+    og, k = o // groups, kh * kw
+    pt, pl = pads[0], pads[1]
+    length = oh * w
+    before = pt * w + pl  # zeros ahead of the image: the first tap starts there
+    after = max(0, (kh - 1) * dilation[0] * w + (kw - 1) * dilation[1] + length - before - h * w)
+    item = x.dtype.itemsize
+    flat = scratch(xp, "pad", (n, groups, before + h * w + after), x.dtype)
+    flat[..., :before] = 0
+    flat[..., before + h * w :] = 0
+    flat[..., before : before + h * w] = x.reshape(n, groups, h * w)
+    sn, sc, _ = flat.strides
+    view = strided(xp, flat, (n, groups, kh, kw, length), (sn, sc, dilation[0] * w * item, dilation[1] * item, item))
+    taps = weight.reshape(groups, og, k)
+    rows = k
+    if bias is not None:
+        taps = xp.concatenate([taps, bias.reshape(groups, og, 1).astype(taps.dtype, copy=False)], axis=2)
+        rows = k + 1
+    block = max(1, min(groups, _DEPTHWISE_COLS_BYTES // max(1, n * rows * length * item)))
+    buf = scratch(xp, "cols", (n * block * rows * length,), x.dtype)
+    out = dst.reshape(n, groups, og, length)  # a view: dst is C-contiguous
+    for g0 in range(0, groups, block):
+        g1 = min(groups, g0 + block)
+        cols = buf[: n * (g1 - g0) * rows * length].reshape(n, g1 - g0, rows, length)
+        per_tap = cols[:, :, :k].reshape(n, g1 - g0, kh, kw, length)
+        per_tap[...] = view[:, g0:g1]
+        for j in range(kw):
+            dx = j * dilation[1] - pl
+            for col in range(min(w, -dx)) if dx < 0 else range(max(0, w - dx), w):
+                per_tap[:, :, :, j, col::w] = 0
+        if bias is not None:
+            cols[:, :, k] = 1
+        xp.matmul(taps[g0:g1], cols, out=out[:, g0:g1])
+    return bias is not None
+
+
 def _kn2row(xp, x, weight, dst, dilation, pads) -> None:
     """Stride 1, one group: all taps in one product over the padded image, then
     the taps' shifted windows of that product summed into ``dst``."""
@@ -264,6 +312,8 @@ def convolve(xp: Any, geo: Geometry, data: Any, weight: Any, out: Any, bias: Any
     added = False
     if kh == 1 and kw == 1 and not any(pads):
         _pointwise(xp, x, w, dst, groups, strides)
+    elif cg == 1 and groups > 1 and strides == (1, 1) and out.shape[3] == data.shape[3]:
+        added = _depthwise_same(xp, x, w, dst, groups, dilation, pads, bias if dst is out else None)
     elif cg == 1 and groups > 1:
         added = _depthwise(xp, x, w, dst, groups, strides, dilation, pads, bias if dst is out else None)
     elif groups == 1 and strides == (1, 1) and w.shape[0] <= min(_KN2ROW_MAX_OUT, cg // 2):
