@@ -7,6 +7,8 @@ brings data out). Each live NDArray holds one reference to its block.
 
 from __future__ import annotations
 
+import functools
+import math
 import weakref
 from typing import Any, Sequence
 
@@ -30,6 +32,19 @@ class ShapeTuple(tuple):
 
 def np_dtype(dtype: Any) -> np.dtype:
     """The NumPy dtype for a hetvm dtype string; an error names unsupported ones."""
+    try:
+        return _checked_dtype(dtype)
+    except TypeError:  # unhashable: not a dtype name or object
+        return _check_dtype(dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _checked_dtype(dtype: Any) -> np.dtype:
+    """Cached: tensors are made on every VM instruction from a few dtypes."""
+    return _check_dtype(dtype)
+
+
+def _check_dtype(dtype: Any) -> np.dtype:
     try:
         dt = np.dtype(dtype)
     except TypeError:
@@ -142,8 +157,10 @@ def view(allocation: Allocation, offset: int, shape: Sequence[int], dtype: Any) 
             f"{allocation.device})"
         )
     dt = np_dtype(dtype)
-    shape = tuple(int(d) for d in shape)
-    size = nbytes_of(shape, dt)
+    shape = tuple(map(int, shape))
+    if min(shape, default=0) < 0:
+        raise HetvmRuntimeError(f"negative dimension in shape {shape}")
+    size = math.prod(shape) * dt.itemsize
     offset = int(offset)
     if offset < 0 or offset + size > allocation.nbytes:
         raise HetvmRuntimeError(
