@@ -1,8 +1,8 @@
 """``hetvm.build``: the default compilation pipeline, from IRModule to executable.
 
 Order matters and each step is a named pass (see ``default_pipeline``):
-Normalize → FoldConstant → FoldScaleAxis → FuseConvEpilogue → FuseChannelAffine → PlanDevices →
-LegalizeOps → ToNonDataflow → CallTIRRewrite → StaticPlanBlockMemory → LowerAllocTensor →
+Normalize → FoldConstant → FoldScaleAxis → ReorderPoolConv → FuseConvEpilogue → FuseChannelAffine →
+PlanDevices → MatchJoinedShapes → LegalizeOps → ToNonDataflow → CallTIRRewrite → StaticPlanBlockMemory → LowerAllocTensor →
 KillAfterLastUse, then VM codegen (or graph-executor codegen).
 """
 
@@ -29,6 +29,7 @@ from .transform import (
     Pass,
     PassContext,
     PlanDevices,
+    ReorderPoolConv,
     Sequential,
     StaticPlanBlockMemory,
     ToNonDataflow,
@@ -59,6 +60,7 @@ def default_pipeline(
         Normalize(),
         FoldConstant(),
         FoldScaleAxis(),
+        ReorderPoolConv(),
         FuseConvEpilogue(),
         FuseChannelAffine(),
         PlanDevices(

@@ -30,6 +30,7 @@ from .pass_infra import (
     module_pass,
 )
 from .plan_devices import PlanDevices
+from .reorder_pool_conv import ReorderPoolConv
 from .static_plan_block_memory import StaticPlanBlockMemory
 from .to_non_dataflow import ToNonDataflow
 
@@ -46,6 +47,7 @@ __all__ = [
     "LowerAllocTensor",
     "MatchJoinedShapes",
     "Normalize",
+    "ReorderPoolConv",
     "BindingOrigin",
     "FunctionPass",
     "ModulePass",

@@ -127,7 +127,8 @@ def test_grouped_and_weight_parameter_fuse():
 def test_in_default_pipeline_after_fold_scale_axis():
     host = hetvm.pipeline.target_vdevice("llvm")
     names = [p.name for p in default_pipeline(host, host).passes]
-    assert names.index("FuseConvEpilogue") == names.index("FoldScaleAxis") + 1
+    # after the bias is folded and pools are reordered (a bias add stays after the pair)
+    assert names.index("FoldScaleAxis") < names.index("ReorderPoolConv") < names.index("FuseConvEpilogue")
     assert names.index("FuseConvEpilogue") < names.index("PlanDevices")
 
 
