@@ -48,9 +48,11 @@ from .scratch import scratch
 # efficiency drops below a few hundred columns); measured on OpenBLAS, 1 thread.
 # 1 MiB keeps a block in L2 from its copy to its product: with the caches cold,
 # as inside a model, the 7x7 stem convolution of ResNet and Inception v2 takes
-# 2.2 ms with 4 MiB blocks and 1.8 with 1 MiB; other layers gain up to 5%
+# 2.2 ms with 4 MiB blocks and 1.8 with 1 MiB. At least 1024 columns, though:
+# VGG's 64-channel 224x224 layer (2 rows = 448 columns a block at 1 MiB) takes
+# 25.4 ms with 256 and 23.5 with 1024 (its block then grows to 2.6 MiB)
 _COLS_BYTES = 1 << 20
-_MIN_COLS = 256
+_MIN_COLS = 1024
 # kn2row pays off while im2col's product has few rows (output channels)
 _KN2ROW_MAX_OUT = 64
 # depthwise columns built at once: small enough to stay in L2 between the copy
