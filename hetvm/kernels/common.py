@@ -76,7 +76,7 @@ def relu_into(xp: Any, x: Any, out: Any) -> None:
             if row >= _BUFSIZE or row * dim > _ROW_MAX:
                 break
             row *= dim
-        if _ROW_MIN <= row < x.size:
+        if row >= _ROW_MIN:  # (a whole tensor that fits one row too: one contiguous pair)
             zeros = _zero_row(row, x.dtype)
             _row_call(row, np.maximum, x.reshape(-1, row), zeros, out.reshape(-1, row))
             return

@@ -8,7 +8,7 @@ from hetvm.kernels.common import relu_into
 
 @pytest.mark.parametrize(
     "shape",
-    [(1, 256, 56, 56), (2, 3, 64), (1, 2048, 7, 7), (4, 70000), (65, 64), (1000,), (3,), ()],
+    [(1, 256, 56, 56), (2, 3, 64), (1, 2048, 7, 7), (1, 272, 14, 14), (4, 70000), (65, 64), (1000,), (3,), ()],
 )
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_relu_into_equals_maximum(shape: tuple, dtype: str) -> None:
