@@ -135,3 +135,35 @@ def test_in_default_pipeline_before_fusion():
     host = target_vdevice("llvm")
     names = [p.name for p in default_pipeline(host, host).passes]
     assert names.index("FoldScaleAxis") < names.index("ReorderPoolConv") < names.index("FuseConvEpilogue")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_any_swapped_pair_computes_the_same(monkeypatch, seed):
+    """Every pool geometry (kernel, stride, padding, dilation, ceil_mode, counted
+    padding), batch and group count, both orders, with the swap forced."""
+    from hetvm.transform import reorder_pool_conv
+
+    monkeypatch.setattr(reorder_pool_conv, "_GAIN", 1e18)  # always swap a matching pair
+    rng = np.random.default_rng(seed)
+    groups = int(rng.choice([1, 2]))
+    c, o = 4 * groups, 2 * groups * int(rng.integers(1, 4))
+    n, h, w_ = int(rng.integers(1, 3)), int(rng.integers(3, 9)), int(rng.integers(3, 9))
+    k = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+    pool = dict(pool_size=k, strides=(int(rng.integers(1, 3)), int(rng.integers(1, 3))),
+                padding=tuple(int(rng.integers(0, min(k) // 2 + 1)) for _ in range(4)),
+                dilation=(int(rng.integers(1, 3)), 1), ceil_mode=bool(rng.integers(0, 2)),
+                count_include_pad=bool(rng.integers(0, 2)))  # fmt: skip
+    weight = _rand(o, c // groups, 1, 1)
+    conv_first = bool(seed % 2)
+
+    def body(bb, x):
+        if conv_first:
+            y = bb.emit(op.nn.conv2d(x, const(weight), groups=groups))
+            return op.nn.avg_pool2d(y, **pool)
+        p = bb.emit(op.nn.avg_pool2d(x, **pool))
+        return op.nn.conv2d(p, const(weight), groups=groups)
+
+    mod = one_input_module(body, (n, c, h, w_))
+    swapped = ReorderPoolConv()(mod)
+    assert op_names(swapped) == (["nn.avg_pool2d", "nn.conv2d"] if conv_first else ["nn.conv2d", "nn.avg_pool2d"])
+    _same_result(mod, _rand(n, c, h, w_))
