@@ -6,15 +6,8 @@ in long contiguous runs. Four paths, picked per call from the shapes:
 * **pointwise** (1x1 kernel): the input *is* the column matrix, so one
   (batched) product ``W (G, Og, Cg) @ x (N, G, Cg, H*W)`` writes the output in
   place -- no im2col at all.
-* **depthwise-like** (one input channel per group): a product per group would
-  be a (Og x KH*KW) @ (KH*KW x P) sliver -- one BLAS call per channel. Instead,
-  per block of channels (``_DEPTHWISE_COLS_BYTES`` of columns, so they stay in
-  cache), each channel's KH*KW tap windows are copied into columns and one
-  batched matmul contracts them with the taps. At stride 1 a tap's window is a
-  *contiguous* run of the flattened padded image (the output is computed on the
-  padded width, then cropped), so the copy runs along whole images. About 2.5x
-  faster than one broadcast multiply-add per tap (ShuffleNet's 7x7 to 28x28
-  maps), which pays a NumPy call per tap and an inner loop per channel row.
+* **depthwise-like** (one input channel per group): tap columns and one batched
+  matmul per block of channels; see ``depthwise.py``.
 * **few output channels** (3x3 and larger, stride 1, one group, at most
   ``_KN2ROW_MAX_OUT`` output channels and at most half as many as inputs --
   DenseNet's 128 -> 32): "kn2row". One product ``W' (KH*KW*O, C) @ x_pad
@@ -38,11 +31,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from .common import as_ints, store
+from .depthwise import depthwise, depthwise_same
 from .registry import register_kernel
 from .scratch import scratch
+from .views import padded, strided
 
 # bytes of im2col columns built at once, and the least columns per block (BLAS
 # efficiency drops below a few hundred columns); measured on OpenBLAS, 1 thread.
@@ -55,51 +48,6 @@ _COLS_BYTES = 1 << 20
 _MIN_COLS = 1024
 # kn2row pays off while im2col's product has few rows (output channels)
 _KN2ROW_MAX_OUT = 64
-# depthwise columns built at once: small enough to stay in L2 between the copy
-# and the product (512 KiB measured best on ShuffleNet's maps, OpenBLAS 1 thread)
-_DEPTHWISE_COLS_BYTES = 512 << 10
-
-
-def strided(xp: Any, x: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int = 0) -> Any:
-    """A read-only strided view of ``x``'s memory starting ``offset`` bytes in.
-    For a C-contiguous NumPy array this wraps the memory with the ndarray
-    constructor, which also checks that the view stays inside ``x`` and is 10x
-    cheaper than ``as_strided`` (0.3 against 3 us a call: a model makes a few
-    hundred). Otherwise ``as_strided``, which checks nothing: callers keep
-    their views inside ``x`` (see ``_check_fits``)."""
-    if xp is np and x.flags.c_contiguous:
-        view = np.ndarray(shape, x.dtype, x.reshape(-1), offset, strides)
-        view.flags.writeable = False
-        return view
-    if offset and not x.flags.c_contiguous:
-        raise ValueError("a strided view with an offset needs a C-contiguous array")
-    base = x.reshape(-1)[offset // x.itemsize :] if offset else x
-    return xp.lib.stride_tricks.as_strided(base, shape=shape, strides=strides)
-
-
-def padded(xp: Any, x: Any, pads: tuple[int, int, int, int], fill: Any = 0, copy: bool = False) -> Any:
-    """``x`` (NCHW) with (top, left, bottom, right) borders of ``fill``; ``x`` itself
-    when there are none (unless ``copy``: then always a new C-contiguous array).
-    The result is the thread's ``"pad"`` scratch buffer (see ``scratch``): the
-    borders are filled and the interior copied, one pass each (``xp.pad`` is a
-    generic, slower routine)."""
-    pt, pl, pb, pr = pads
-    if not (pt or pl or pb or pr or copy):
-        return x
-    n, c, h, w = x.shape
-    y = scratch(xp, "pad", (n, c, h + pt + pb, w + pl + pr), x.dtype)
-    if pt:
-        y[:, :, :pt] = fill
-    if pb:
-        y[:, :, pt + h :] = fill
-    if pl:
-        y[:, :, pt : pt + h, :pl] = fill
-    if pr:
-        y[:, :, pt : pt + h, pl + w :] = fill
-    y[:, :, pt : pt + h, pl : pl + w] = x
-    return y
-
-
 def _check_layouts(attrs: dict) -> None:
     for key, want in (("data_layout", "NCHW"), ("kernel_layout", "OIHW")):
         if attrs.get(key, want) != want:
@@ -139,103 +87,6 @@ def _pointwise(xp, x, weight, dst, groups, strides) -> None:
     og, cg = o // groups, c // groups
     w = weight.reshape(groups, og, cg)
     xp.matmul(w, x.reshape(n, groups, cg, oh * ow), out=dst.reshape(n, groups, og, oh * ow))
-
-
-def _depthwise(xp, x, weight, dst, groups, strides, dilation, pads, bias=None) -> bool:
-    """One input channel per group: per block of channels, copy each channel's
-    KH*KW tap windows into columns and contract them with the channel's taps in
-    one batched product ``(G, Og, K) @ (N, G, K, P)``. At stride 1 a tap's
-    window is a contiguous run of the flattened padded image, so the columns are
-    built on the padded width (one long copy per tap) and cropped at the end."""
-    n, c, h, w = x.shape
-    o, _, kh, kw = weight.shape
-    _, _, oh, ow = dst.shape
-    og, k = o // groups, kh * kw
-    pt, pl, pb, pr = pads
-    wp = w + pl + pr
-    item = x.dtype.itemsize
-    taps = weight.reshape(groups, og, k)
-    if strides == (1, 1):
-        length = oh * wp  # output positions on the padded width
-        last = (kh - 1) * dilation[0] * wp + (kw - 1) * dilation[1] + length
-        extra = max(0, -(-(last - (h + pt + pb) * wp) // wp))  # rows so the last tap's run fits
-        flat = padded(xp, x, (pt, pl, pb + extra, pr), copy=True).reshape(n, groups, -1)
-        sn, sc, _ = flat.strides
-        view = strided(
-            xp, flat, (n, groups, kh, kw, length), strides=(sn, sc, wp * dilation[0] * item, dilation[1] * item, item))
-        out = scratch(xp, "acc", (n, groups, og, length), dst.dtype)
-    else:
-        xpad = xp.ascontiguousarray(padded(xp, x, pads))
-        sn, sc, sh, sw = xpad.strides
-        length = oh * ow
-        view = strided(
-            xp, xpad, (n, groups, kh, kw, oh, ow),
-            strides=(sn, sc, sh * dilation[0], sw * dilation[1], sh * strides[0], sw * strides[1]))
-        out = dst.reshape(n, groups, og, length)  # a view: dst is C-contiguous
-    block = max(1, min(groups, _DEPTHWISE_COLS_BYTES // max(1, n * k * length * item)))
-    buf = scratch(xp, "cols", (n * block * k * length,), x.dtype)
-    for g0 in range(0, groups, block):
-        g1 = min(groups, g0 + block)
-        windows_ = view[:, g0:g1]
-        cols = buf[: windows_.size].reshape(windows_.shape)
-        cols[...] = windows_
-        xp.matmul(taps[g0:g1], cols.reshape(n, g1 - g0, k, length), out=out[:, g0:g1])
-    if strides != (1, 1):
-        return False
-    cropped = out.reshape(n, o, oh, wp)[..., :ow]
-    if bias is None:
-        dst[...] = cropped
-        return False
-    xp.add(cropped, bias.reshape(1, o, 1, 1), out=dst)  # the crop's copy adds the bias
-    return True
-
-
-def _depthwise_same(xp, x, weight, dst, groups, dilation, pads, bias=None) -> bool:
-    """Depthwise at stride 1 with the output as wide as the input ("same"
-    padding: every depthwise layer of ShuffleNet or MobileNet). Each image is
-    copied whole, with zero margins before and after, into one flat row; tap
-    (i, j) then reads that row at a fixed offset, so all taps' columns are one
-    strided copy and come out on the output's own grid. The only fix-up: a
-    window that leaves the image sideways has wrapped into the neighbouring
-    image row, so those column stripes are zeroed. No padded 2-D copy and no
-    crop; with ``bias`` a row of ones in the columns makes the product add it.
-    Returns whether it did."""
-    n, c, h, w = x.shape
-    o, _, kh, kw = weight.shape
-    oh = dst.shape[2]
-    og, k = o // groups, kh * kw
-    pt, pl = pads[0], pads[1]
-    length = oh * w
-    before = pt * w + pl  # zeros ahead of the image: the first tap starts there
-    after = max(0, (kh - 1) * dilation[0] * w + (kw - 1) * dilation[1] + length - before - h * w)
-    item = x.dtype.itemsize
-    flat = scratch(xp, "pad", (n, groups, before + h * w + after), x.dtype)
-    flat[..., :before] = 0
-    flat[..., before + h * w :] = 0
-    flat[..., before : before + h * w] = x.reshape(n, groups, h * w)
-    sn, sc, _ = flat.strides
-    view = strided(xp, flat, (n, groups, kh, kw, length), (sn, sc, dilation[0] * w * item, dilation[1] * item, item))
-    taps = weight.reshape(groups, og, k)
-    rows = k
-    if bias is not None:
-        taps = xp.concatenate([taps, bias.reshape(groups, og, 1).astype(taps.dtype, copy=False)], axis=2)
-        rows = k + 1
-    block = max(1, min(groups, _DEPTHWISE_COLS_BYTES // max(1, n * rows * length * item)))
-    buf = scratch(xp, "cols", (n * block * rows * length,), x.dtype)
-    out = dst.reshape(n, groups, og, length)  # a view: dst is C-contiguous
-    for g0 in range(0, groups, block):
-        g1 = min(groups, g0 + block)
-        cols = buf[: n * (g1 - g0) * rows * length].reshape(n, g1 - g0, rows, length)
-        per_tap = cols[:, :, :k].reshape(n, g1 - g0, kh, kw, length)
-        per_tap[...] = view[:, g0:g1]
-        for j in range(kw):
-            dx = j * dilation[1] - pl
-            for col in range(min(w, -dx)) if dx < 0 else range(max(0, w - dx), w):
-                per_tap[:, :, :, j, col::w] = 0
-        if bias is not None:
-            cols[:, :, k] = 1
-        xp.matmul(taps[g0:g1], cols, out=out[:, g0:g1])
-    return bias is not None
 
 
 def _kn2row(xp, x, weight, dst, dilation, pads) -> None:
@@ -318,9 +169,9 @@ def convolve(xp: Any, geo: Geometry, data: Any, weight: Any, out: Any, bias: Any
     if kh == 1 and kw == 1 and not any(pads):
         _pointwise(xp, x, w, dst, groups, strides)
     elif cg == 1 and groups > 1 and strides == (1, 1) and out.shape[3] == data.shape[3]:
-        added = _depthwise_same(xp, x, w, dst, groups, dilation, pads, bias if dst is out else None)
+        added = depthwise_same(xp, x, w, dst, groups, dilation, pads, bias if dst is out else None)
     elif cg == 1 and groups > 1:
-        added = _depthwise(xp, x, w, dst, groups, strides, dilation, pads, bias if dst is out else None)
+        added = depthwise(xp, x, w, dst, groups, strides, dilation, pads, bias if dst is out else None)
     elif groups == 1 and strides == (1, 1) and w.shape[0] <= min(_KN2ROW_MAX_OUT, cg // 2):
         _kn2row(xp, x, w, dst, dilation, pads)
     else:

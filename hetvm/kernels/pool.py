@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from .common import as_ints, store
-from .conv import padded
 from .registry import register_kernel
 from .scratch import scratch
+from .views import padded
 
 
 def _check_layout(attrs: dict, op: str) -> None:

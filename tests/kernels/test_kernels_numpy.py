@@ -183,12 +183,12 @@ def conv_attrs(strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
 ])  # fmt: skip
 @pytest.mark.parametrize("blocked", [False, True])
 def test_conv2d_paths(monkeypatch, x_shape, w_shape, strides, padding, dilation, groups, blocked):
-    from hetvm.kernels import conv
+    from hetvm.kernels import conv, depthwise
 
     if blocked:  # one output row per im2col block, one group per depthwise block
         monkeypatch.setattr(conv, "_COLS_BYTES", 1)
         monkeypatch.setattr(conv, "_MIN_COLS", 1)
-        monkeypatch.setattr(conv, "_DEPTHWISE_COLS_BYTES", 1)
+        monkeypatch.setattr(depthwise, "_DEPTHWISE_COLS_BYTES", 1)
     x, w = rand(*x_shape), rand(*w_shape)
     ref = conv_reference(x, w, strides, padding, dilation, groups)
     got = run("nn.conv2d", conv_attrs(strides, padding, dilation, groups), x, w, out_shapes=[ref.shape])
