@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from .scratch import scratch
-from .views import padded, strided
+from .views import flat_with_margins, padded, strided, zero_wrapped
 
 # depthwise columns built at once: small enough to stay in L2 between the copy
 # and the product (512 KiB measured best on ShuffleNet's maps, OpenBLAS 1 thread)
@@ -80,27 +80,17 @@ def depthwise(xp: Any, x: Any, weight: Any, dst: Any, groups: int, strides: tupl
 def depthwise_same(xp: Any, x: Any, weight: Any, dst: Any, groups: int, dilation: tuple[int, int],
                    pads: tuple[int, int, int, int], bias: Any = None) -> bool:  # fmt: skip
     """Depthwise at stride 1 with the output as wide as the input ("same"
-    padding: every depthwise layer of ShuffleNet or MobileNet). Each image is
-    copied whole, with zero margins before and after, into one flat row; tap
-    (i, j) then reads that row at a fixed offset, so all taps' columns are one
-    strided copy and come out on the output's own grid. The only fix-up: a
-    window that leaves the image sideways has wrapped into the neighbouring
-    image row, so those column stripes are zeroed. No padded 2-D copy and no
-    crop; with ``bias`` a row of ones in the columns makes the product add it.
-    Returns whether it did."""
+    padding: every depthwise layer of ShuffleNet or MobileNet), in the
+    "same-width" layout of ``views.py``: all taps' columns are one strided copy
+    on the output's own grid. With ``bias`` a row of ones in the columns makes
+    the product add it. Returns whether it did."""
     n, c, h, w = x.shape
     o, _, kh, kw = weight.shape
     oh = dst.shape[2]
     og, k = o // groups, kh * kw
-    pt, pl = pads[0], pads[1]
     length = oh * w
-    before = pt * w + pl  # zeros ahead of the image: the first tap starts there
-    after = max(0, (kh - 1) * dilation[0] * w + (kw - 1) * dilation[1] + length - before - h * w)
     item = x.dtype.itemsize
-    flat = scratch(xp, "pad", (n, groups, before + h * w + after), x.dtype)
-    flat[..., :before] = 0
-    flat[..., before + h * w :] = 0
-    flat[..., before : before + h * w] = x.reshape(n, groups, h * w)
+    flat, _ = flat_with_margins(xp, x.reshape(n, groups, h, w), (kh, kw), dilation, pads, oh)
     sn, sc, _ = flat.strides
     view = strided(xp, flat, (n, groups, kh, kw, length), (sn, sc, dilation[0] * w * item, dilation[1] * item, item))
     taps = weight.reshape(groups, og, k)
@@ -116,10 +106,7 @@ def depthwise_same(xp: Any, x: Any, weight: Any, dst: Any, groups: int, dilation
         cols = buf[: n * (g1 - g0) * rows * length].reshape(n, g1 - g0, rows, length)
         per_tap = cols[:, :, :k].reshape(n, g1 - g0, kh, kw, length)
         per_tap[...] = view[:, g0:g1]
-        for j in range(kw):
-            dx = j * dilation[1] - pl
-            for col in range(min(w, -dx)) if dx < 0 else range(max(0, w - dx), w):
-                per_tap[:, :, :, j, col::w] = 0
+        zero_wrapped(per_tap, kw, dilation[1], pads[1], w)
         if bias is not None:
             cols[:, :, k] = 1
         xp.matmul(taps[g0:g1], cols, out=out[:, g0:g1])
