@@ -203,6 +203,18 @@ class ExprMutator:
             return block
         return type(block)(tuple(out), span=block.span)
 
+    def rebuild_block(self, block: E.BindingBlock, handled: Callable[[E.Binding], bool]) -> E.BindingBlock:
+        """``block`` re-emitted binding by binding: ``handled(binding)`` may emit a
+        replacement itself (or nothing, to drop the binding) and return True;
+        bindings it returns False for are visited as usual. For passes that plan
+        a block's rewrites first and then emit them in place."""
+        self._emitted.append([])
+        for binding in block.bindings:
+            if not handled(binding):
+                self.visit_binding(binding)
+        out = self._emitted.pop()
+        return type(block)(tuple(out), span=block.span)
+
     def emit_binding(self, binding: E.Binding) -> None:
         """Adds a binding to the block being rebuilt."""
         self._emitted[-1].append(binding)

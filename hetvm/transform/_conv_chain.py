@@ -126,12 +126,12 @@ class ConvChainRewriter(ExprMutator):
         plans, dropped = self._plan_block(block)
         if not plans:
             return super().visit_binding_block(block)
-        self._emitted.append([])
-        for binding in block.bindings:
-            var = binding.var
-            if var in plans:
-                self.emit_plan(plans[var], isinstance(block, E.DataflowBlock))
-            elif var not in dropped:
-                self.visit_binding(binding)
-        out = self._emitted.pop()
-        return type(block)(tuple(out), span=block.span)
+        dataflow = isinstance(block, E.DataflowBlock)
+
+        def handled(binding: E.Binding) -> bool:
+            if binding.var in plans:
+                self.emit_plan(plans[binding.var], dataflow)
+                return True
+            return binding.var in dropped
+
+        return self.rebuild_block(block, handled)

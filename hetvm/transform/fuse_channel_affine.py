@@ -216,17 +216,17 @@ class _Fuser(ExprMutator):
         plans, dropped = self._plan_block(block)
         if not plans:
             return super().visit_binding_block(block)
-        self._emitted.append([])
-        for binding in block.bindings:
-            var = binding.var
-            if var in plans:
-                self._emit_chain(plans[var])
-            elif var in self.folds:
-                self._emit_scaled_conv(binding, self.folds[var])  # type: ignore[arg-type]
-            elif var not in dropped:
-                self.visit_binding(binding)
-        out = self._emitted.pop()
-        return type(block)(tuple(out), span=block.span)
+
+        def handled(binding: E.Binding) -> bool:
+            if binding.var in plans:
+                self._emit_chain(plans[binding.var])
+            elif binding.var in self.folds:
+                self._emit_scaled_conv(binding, self.folds[binding.var])  # type: ignore[arg-type]
+            else:
+                return binding.var in dropped
+            return True
+
+        return self.rebuild_block(block, handled)
 
     def _emit_chain(self, chain: _Chain) -> None:
         dtype = chain.sinfo.dtype

@@ -165,14 +165,15 @@ class _ReorderMutator(ExprMutator):
         if not plans:
             return super().visit_binding_block(block)
         dropped = {first.var for first, _ in plans.values()}
-        self._emitted.append([])
-        for binding in block.bindings:
+        dataflow = isinstance(block, E.DataflowBlock)
+
+        def handled(binding: E.Binding) -> bool:
             if binding.var in plans:
-                self._emit_swapped(*plans[binding.var], dataflow=isinstance(block, E.DataflowBlock))
-            elif binding.var not in dropped:
-                self.visit_binding(binding)
-        out = self._emitted.pop()
-        return type(block)(tuple(out), span=block.span)
+                self._emit_swapped(*plans[binding.var], dataflow=dataflow)
+                return True
+            return binding.var in dropped
+
+        return self.rebuild_block(block, handled)
 
     def _emit_swapped(self, first: E.VarBinding, second: E.VarBinding, dataflow: bool) -> None:
         """``second(first(x))`` as ``first(second(x))``: the op of the second binding
