@@ -608,3 +608,51 @@ def test_a_view_of_a_constant_is_never_killed():
     for _ in range(3):
         out = vm["main"](np.zeros((1, 1), "float32")).numpy()
         np.testing.assert_array_equal(out, np.ones((1, 1), "float32"))
+
+
+IF_RESULT_KILLED_WITH_A_LATER_IF = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x0: R.Tensor((3,), dtype="float32"), x1: R.Tensor((), dtype="bool")) -> R.Tensor((3,), dtype="float32"):
+        lv = R.negative(x0)
+        if x1:
+            lv2 = lv
+        else:
+            lv1 = R.abs(x0)
+            lv2 = lv1
+        if x1:
+            lv3 = lv
+        else:
+            lv4 = R.exp(x0)
+            lv3 = lv4
+        if x1:
+            lv5 = lv3
+        else:
+            lv6 = R.tanh(x0)
+            lv5 = lv6
+        lv7 = R.negative(lv2)
+        lv8 = R.add(lv7, lv5)
+        lv9 = R.exp(lv8)
+        return lv9
+'''
+
+
+def test_if_result_lives_until_a_later_if_reads_its_source():
+    """Found by the long run: `lv2` may be `lv`, and `lv` is read last through
+    `lv5` (which may be `lv3`, which may be `lv`), so KillAfterLastUse kills `lv2`
+    after `lv8`. The planner extended `lv2` only to `lv`'s direct reads and gave
+    the bytes of `lv1` (the branch's own allocation) to `lv8`, which the late kill
+    then poisoned before `lv9` read it. Lifetimes now extend If results and the values they
+    may be until nothing changes."""
+    from hetvm.analysis.memory_plan import check_no_overlap
+
+    mod = from_source(IF_RESULT_KILLED_WITH_A_LATER_IF)
+    check_no_overlap(lower(mod))
+    vm = hetvm.VirtualMachine(hetvm.build(mod), poison=True)
+    x = np.array([0.5, -1.5, 2.0], "float32")
+    for flag in (True, False):
+        lv = -x
+        lv2, lv5 = (lv, lv) if flag else (np.abs(x), np.tanh(x))
+        out = vm["main"](x, np.array(flag)).numpy()
+        np.testing.assert_allclose(out, np.exp(-lv2 + lv5), rtol=1e-6)

@@ -217,14 +217,28 @@ class _Analyzer:
         self.counter += 1
         for v in uses_of(seq.body):
             self._use(v, pos)
-        # An If result that may be a value of this frame is killed no earlier than
-        # that value's last use (KillAfterLastUse); until then it holds every root it
-        # may point to, a branch's own allocation included.
-        for var, sources in if_sources:
-            ends = [self.end_pos[s] for s in sources if s in defined and s in self.end_pos]
-            if ends:
-                self.end_pos[var] = max(self.end_pos[var], *ends)
+        self._extend_if_results(if_sources, defined)
         return self.expr_pts(seq.body)
+
+    def _extend_if_results(self, if_sources: list[tuple[E.Var, list[E.Var]]], defined: set[E.Var]) -> None:
+        """An If result that may be a value of this frame is killed no earlier than
+        that value's last use (KillAfterLastUse); until then it holds every root it
+        may point to, a branch's own allocation included. That value's last use
+        counts reads through other If results that may be it, and those results are
+        extended the same way, so the rule is applied until nothing changes: a value
+        and the If results that may be it end together. (The long fuzz run found
+        ``a = If(.., b, ..)``, ``c = If(.., b, ..)``, ``d = If(.., c, ..)`` with ``d``
+        read last: ``a`` was killed after that read, but its branch's allocation had
+        been reused once ``b``'s direct reads were over.)"""
+        pairs = [(var, s) for var, sources in if_sources for s in sources if s in defined and s in self.end_pos]
+        changed = True
+        while changed:
+            changed = False
+            for var, s in pairs:
+                end = max(self.end_pos[var], self.end_pos[s])
+                if self.end_pos[var] != end or self.end_pos[s] != end:
+                    self.end_pos[var] = self.end_pos[s] = end
+                    changed = True
 
     def run(self, func: E.Function) -> FunctionLifetimes:
         result_pts = self.seq(func.body)
