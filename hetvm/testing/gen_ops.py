@@ -216,11 +216,20 @@ def op_matmul(g: FunctionGen) -> E.Expr | None:
     return R.matmul(x, w)
 
 
+def _surely_nonempty(v: E.Var) -> bool:
+    """Every dimension a positive constant: ``max``, ``min``, ``argmax`` and
+    ``argmin`` of an empty tensor have no value (NumPy raises, and the reference
+    interpreter with it), and ``split``, ``strided_slice`` or a helper's symbolic
+    parameter can make a tensor empty (the long fuzz run drew both)."""
+    return all((P.const_value(d) or 0) > 0 for d in shape_of(v))
+
+
 def op_reduce(g: FunctionGen) -> E.Expr | None:
     name = g.choose_op(REDUCTIONS + ARG_REDUCTIONS)
     if name is None:
         return None
-    x = g.pick(dtypes=FLOATS if name == "mean" else NUMERIC)
+    needs_values = name not in ("sum", "mean")
+    x = g.pick(dtypes=FLOATS if name == "mean" else NUMERIC, where=_surely_nonempty if needs_values else None)
     if x is None:
         return None
     rank = len(shape_of(x))

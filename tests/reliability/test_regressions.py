@@ -656,3 +656,40 @@ def test_if_result_lives_until_a_later_if_reads_its_source():
         lv2, lv5 = (lv, lv) if flag else (np.abs(x), np.tanh(x))
         out = vm["main"](x, np.array(flag)).numpy()
         np.testing.assert_allclose(out, np.exp(-lv2 + lv5), rtol=1e-6)
+
+
+CONSTANT_HINTED_AND_READ_TWICE = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global")]})
+    @R.function
+    def main(x: R.Tensor((1, 1), dtype="float32")) -> R.Tuple(R.Tensor((1, 1), dtype="float32", vdevice="sim:0:global"), R.Tuple(R.Tensor((1, 1), dtype="float32", vdevice="sim:0:global"))):
+        with R.dataflow():
+            lv: R.Tensor((1, 1), dtype="float32") = R.const([[0.5]], "float32")
+            lv1: R.Tensor((1, 1), dtype="float32", vdevice="sim:0:global") = R.hint_on_device(lv, R.device("sim", 0))
+            lv2: R.Tuple(R.Tensor((1, 1), dtype="float32", vdevice="sim:0:global")) = (lv1,)
+            gv: R.Tensor((1, 1), dtype="float32", vdevice="sim:0:global") = lv1
+            gv1: R.Tuple(R.Tensor((1, 1), dtype="float32", vdevice="sim:0:global")) = lv2
+            R.output(gv, gv1)
+        return (gv, gv1)
+'''
+
+
+def test_constant_read_twice_on_a_device_is_copied_once():
+    """Found by the long run: a constant hinted onto sim:0 and read outside any op
+    twice (a tuple field, the result) got two copies to sim:0, which the device
+    plan's checker refuses (one copy per value and destination). Copies of a
+    constant are now shared within their scope."""
+    from hetvm.pipeline import target_vdevice
+    from hetvm.transform import PlanDevices
+
+    mod = from_source(CONSTANT_HINTED_AND_READ_TWICE)
+    host = target_vdevice("llvm")
+    planned = PlanDevices(default_vdevice=host, host_vdevice=host)(mod)  # checks its own plan
+    copies = [b for blk in planned["main"].body.blocks for b in blk.bindings
+              if isinstance(b.value, ir.Call) and getattr(b.value.op, "name", "") == "to_vdevice"]  # fmt: skip
+    assert len(copies) == 1
+    vm = hetvm.VirtualMachine(hetvm.build(mod), [hetvm.cpu(0), hetvm.device("sim", 0)])
+    a, (b,) = vm["main"](np.zeros((1, 1), "float32"))
+    for t in (a, b):
+        np.testing.assert_array_equal(t.copyto(hetvm.cpu(0)).numpy(), [[0.5]])

@@ -40,6 +40,9 @@ class _Frame:
 
     def __init__(self) -> None:
         self.blocks: list[tuple[bool, list[E.Binding]]] = []
+        # copies of constants bound in this SeqExpr, one per (constant, device):
+        # they dominate everything built after them here and in nested branches
+        self.const_copies: dict[tuple[int, DeviceKey], E.Var] = {}
 
     def open(self, dataflow: bool) -> list[E.Binding]:
         lst: list[E.Binding] = []
@@ -67,6 +70,7 @@ class Rewriter:
         self.copy_order: list[tuple[int, DeviceKey]] = []
         self.consts: dict[tuple[int, DeviceKey], E.Constant] = {}
         self.cur: list[E.Binding] = []
+        self.frames: list[_Frame] = []
         self.func_sinfo: dict[str, S.FuncStructInfo] = {}
         self.used_names: set[str] = set()
 
@@ -168,11 +172,17 @@ class Rewriter:
         vdev = self.vdev(dst)
         if vdev.is_host:
             return self.const_on(c, dst)
+        key = (id(c), dst)
+        for frame in reversed(self.frames):  # one copy per (constant, device) in scope
+            if key in frame.const_copies:
+                return frame.const_copies[key]
         src = self.const_on(c, device_key(self.table.host))
         sinfo = c.struct_info.with_vdevice(vdev)
         copy = E.Var(self.fresh_name(f"const_{dst[0]}{dst[1]}"), struct_info=sinfo)
         call = E.Call(get_op("to_vdevice"), (src,), E.Attrs({"dst_vdevice": vdev}), struct_info=sinfo, span=c.span)
         self.cur.append(E.VarBinding(copy, call, span=c.span))
+        if self.frames:
+            self.frames[-1].const_copies[key] = copy
         return copy
 
     def const_source(self, expr: E.Expr) -> E.Constant | None:
@@ -313,6 +323,7 @@ class Rewriter:
     def seq(self, seq: E.SeqExpr, want: Want, frame: _Frame | None = None) -> E.SeqExpr:
         frame = frame or _Frame()
         outer = self.cur
+        self.frames.append(frame)
         for block in seq.blocks:
             self.cur = frame.open(isinstance(block, E.DataflowBlock))
             for b in block.bindings:
@@ -320,6 +331,7 @@ class Rewriter:
         self.cur = frame.last()
         body = self.rebuild(seq.body, want)
         body = self.bind_here(body, "ret") if isinstance(body, E.TupleGetItem) else body
+        self.frames.pop()
         self.cur = outer
         blocks = [
             (E.DataflowBlock if df else E.BindingBlock)(tuple(lst)) for df, lst in frame.blocks if lst
