@@ -22,7 +22,9 @@ Where hetvm differs from TVM 0.27:
   it): reading the result counts as reading every value a branch returns;
 * a value that may be another one (an ``If`` result, or a call result that a
   callee may return from its arguments) is never killed when it may be a
-  parameter or an output, and otherwise no earlier than that value's last use.
+  parameter or an output, nor inside a branch when it may be a value of an
+  enclosing scope (that scope kills it), and otherwise no earlier than that
+  value's last use.
 """
 
 from __future__ import annotations
@@ -267,7 +269,11 @@ def _kill_binding(call: E.Call) -> E.VarBinding:
     return E.VarBinding(E.Var("_", struct_info=UNIT), call)
 
 
-def _process_seq(seq: E.SeqExpr, facts: _FunctionFacts, branch_outputs: set[E.Var]) -> E.SeqExpr:
+def _process_seq(
+    seq: E.SeqExpr, facts: _FunctionFacts, branch_outputs: set[E.Var], outer: frozenset = frozenset()
+) -> E.SeqExpr:
+    """Kills for one SeqExpr; ``outer`` holds the variables its enclosing scopes
+    define (their kills are theirs)."""
     flat: list[tuple[int, E.Binding]] = []
     for bi, block in enumerate(seq.blocks):
         for b in block.bindings:
@@ -297,7 +303,10 @@ def _process_seq(seq: E.SeqExpr, facts: _FunctionFacts, branch_outputs: set[E.Va
     for root in sorted(last_use, key=lambda v: order[v]):
         if root in branch_outputs or facts.root(root) in branch_outputs:
             continue
-        if any(s in branch_outputs for s in sources[root]):
+        if any(s in branch_outputs or s in outer for s in sources[root]):
+            # it may be a value of an enclosing scope (a callee returned its
+            # argument): killing it here would release that value before the
+            # enclosing scope's own last use of it
             continue
         call = facts.kill_call(root)
         if call is None:
@@ -313,8 +322,9 @@ def _process_seq(seq: E.SeqExpr, facts: _FunctionFacts, branch_outputs: set[E.Va
     for pos, (bi, b) in enumerate(flat):
         value = b.value  # type: ignore[attr-defined]
         if isinstance(value, E.If):
-            tb = _process_seq(value.true_branch, facts, _branch_outputs(value.true_branch, facts))
-            fb = _process_seq(value.false_branch, facts, _branch_outputs(value.false_branch, facts))
+            scope = outer | defined
+            tb = _process_seq(value.true_branch, facts, _branch_outputs(value.true_branch, facts), scope)
+            fb = _process_seq(value.false_branch, facts, _branch_outputs(value.false_branch, facts), scope)
             if tb is not value.true_branch or fb is not value.false_branch:
                 b = E.replace(b, value=E.If(value.cond, tb, fb, struct_info=value.struct_info, span=value.span))
         new_blocks[bi].append(b)

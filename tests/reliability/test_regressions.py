@@ -693,3 +693,42 @@ def test_constant_read_twice_on_a_device_is_copied_once():
     a, (b,) = vm["main"](np.zeros((1, 1), "float32"))
     for t in (a, b):
         np.testing.assert_array_equal(t.copyto(hetvm.cpu(0)).numpy(), [[0.5]])
+
+
+CALL_RETURNS_AN_OUTER_VALUE_IN_A_BRANCH = '''
+@I.ir_module
+class Module:
+    @R.function
+    def helper(p: R.Tensor((3,), dtype="float32")) -> R.Tensor(dtype="float32", ndim=1):
+        d = T.int64()
+        lv: R.Tensor((d,), dtype="float32") = R.match_cast(p, R.Tensor((d,), dtype="float32"))
+        return lv
+
+    @R.function
+    def main(x: R.Tensor((3,), dtype="float32"), c: R.Tensor((), dtype="bool")) -> R.Tensor(dtype="float32", ndim=1):
+        cls = Module
+        lv: R.Tensor((3,), dtype="float32") = R.exp(x)
+        if c:
+            lv1: R.Tensor(dtype="float32", ndim=1) = cls.helper(lv)
+            lv2: R.Tensor(dtype="float32", ndim=1) = R.negative(lv1)
+            lv3: R.Tensor(dtype="float32", ndim=1) = cls.helper(lv)
+            lv4: R.Tensor(dtype="float32", ndim=1) = R.add(lv2, lv3)
+        else:
+            lv4: R.Tensor(dtype="float32", ndim=1) = R.tanh(lv)
+        lv5: R.Tensor(dtype="float32", ndim=1) = R.exp(lv4)
+        return lv5
+'''
+
+
+def test_call_result_that_may_be_an_outer_value_is_not_killed_in_a_branch():
+    """Found by the long run: `lv1` may be `lv` (the callee returns its argument),
+    and `lv` is defined outside the branch; KillAfterLastUse killed `lv1` after its
+    last use in the branch, which released `lv` before the second call read it
+    ("a released NDArray"). A value that may be one of an enclosing scope is left
+    to that scope's kill."""
+    vm = hetvm.VirtualMachine(hetvm.build(from_source(CALL_RETURNS_AN_OUTER_VALUE_IN_A_BRANCH)), poison=True)
+    x = np.array([0.5, -1.0, 0.25], "float32")
+    for flag in (True, False):
+        lv = np.exp(x)
+        want = np.exp(-lv + lv) if flag else np.exp(np.tanh(lv))
+        np.testing.assert_allclose(vm["main"](x, np.array(flag)).numpy(), want, rtol=1e-6)
