@@ -117,16 +117,35 @@ def _fold_axis(xp: Any, x: Any, acc: Any, axis: int, k: int, s: int, d: int, pad
         xp.maximum(dst, sl(x, lo * s + off, (hi - 1) * s + off + 1, s), out=dst)
 
 
+# input bytes max-pooled at once, so a block's input, window rows and output stay
+# in cache between the passes. The stem pools of ResNet and Inception read 3 MB at
+# batch 1 (one block) and 26 MB at batch 8, where 4 MiB blocks took 3.7 ms
+# instead of 5.1 (256 KiB-2 MiB blocks were slower at batch 1: per-block calls)
+_POOL_BLOCK_BYTES = 4 << 20
+
+
 def _max_fold_unpadded(xp: Any, x: Any, out: Any, k, s, d, pads) -> None:
-    """Strided max pooling straight from the unpadded input: window rows into a
-    (N, C, OH, W) scratch, then window columns into ``out``. A padded copy of
-    the input would cost a full pass over it (ResNet's and Inception's stem
-    pools read 0.8 to 3 MB)."""
+    """Strided max pooling straight from the unpadded input, a block of images'
+    channels at a time: window rows into a (1, B, OH, W) scratch, then window
+    columns into ``out``. A padded copy of the input would cost a full pass
+    over it."""
     lowest = _lowest(x.dtype)
-    n, c = x.shape[:2]
-    rows = scratch(xp, "rows", (n, c, out.shape[2], x.shape[3]), out.dtype)
-    _fold_axis(xp, x, rows, 2, k[0], s[0], d[0], pads[0], lowest)
-    _fold_axis(xp, rows, out, 3, k[1], s[1], d[1], pads[1], lowest)
+    n, c, h, w = x.shape
+    oh, ow = out.shape[2], out.shape[3]
+    planes_in = x.reshape(1, n * c, h, w) if x.flags.c_contiguous else None
+    planes_out = out.reshape(1, n * c, oh, ow) if out.flags.c_contiguous else None
+    if planes_in is None or planes_out is None:  # strided views: one block
+        rows = scratch(xp, "rows", (n, c, oh, w), out.dtype)
+        _fold_axis(xp, x, rows, 2, k[0], s[0], d[0], pads[0], lowest)
+        _fold_axis(xp, rows, out, 3, k[1], s[1], d[1], pads[1], lowest)
+        return
+    block = max(1, _POOL_BLOCK_BYTES // max(1, h * w * x.dtype.itemsize))
+    rows_buf = scratch(xp, "rows", (1, min(block, n * c), oh, w), out.dtype)
+    for p0 in range(0, n * c, block):
+        p1 = min(n * c, p0 + block)
+        rows = rows_buf[:, : p1 - p0]
+        _fold_axis(xp, planes_in[:, p0:p1], rows, 2, k[0], s[0], d[0], pads[0], lowest)
+        _fold_axis(xp, rows, planes_out[:, p0:p1], 3, k[1], s[1], d[1], pads[1], lowest)
 
 
 def _fold_flat(xp: Any, ufunc: Any, x: Any, k, d, divisor: Any = None) -> Any:

@@ -286,6 +286,21 @@ def test_pooling(kind, k, s, p, d, ceil, include):
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("block_bytes", [1, 200, 1 << 30])
+def test_strided_max_pool_in_blocks_of_planes(monkeypatch, block_bytes):
+    """Large inputs are pooled a block of (image, channel) planes at a time."""
+    from hetvm.kernels import pool
+
+    monkeypatch.setattr(pool, "_POOL_BLOCK_BYTES", block_bytes)
+    x = rand(3, 5, 9, 8)
+    k, s, p, d = (3, 3), (2, 2), (0, 1, 1, 0), (1, 1)
+    oh, ow = out_len(9, 3, 2, 0, 1, 1, True), out_len(8, 3, 2, 1, 0, 1, True)
+    attrs = {"pool_size": k, "strides": s, "padding": p, "dilation": d, "ceil_mode": True,
+             "count_include_pad": False, "layout": "NCHW", "out_layout": None}  # fmt: skip
+    got = run("nn.max_pool2d", attrs, x, out_shapes=[(3, 5, oh, ow)])
+    np.testing.assert_array_equal(got, pool_reference(x, k, s, p, d, oh, ow, "max", False))
+
+
 def test_max_pool2d_integers():
     x = RNG.integers(-100, 100, (1, 2, 5, 5)).astype("int32")
     attrs = {"pool_size": (2, 2), "strides": (2, 2), "padding": (1, 1, 1, 1), "dilation": (1, 1),
