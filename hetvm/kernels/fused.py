@@ -20,11 +20,26 @@ def _activation(op: str, attrs: dict) -> str:
     return activation
 
 
+# a batch whose per-image output reaches this many bytes is convolved image by
+# image, each image's epilogue running while its output is still in cache (the
+# 7x7/2 stem at batch 8: 1.7 ms of bias and relu passes over 26 MB from memory)
+_PER_IMAGE_BYTES = 512 << 10
+
+
+def _images(data: Any, out: Any, *more: Any) -> Any:
+    """``(data, out, *more)`` whole, or one image at a time for large outputs."""
+    n = out.shape[0] if out.ndim else 1
+    if n <= 1 or out[0].nbytes < _PER_IMAGE_BYTES:
+        return [(data, out, *more)]
+    return [(data[i : i + 1], out[i : i + 1], *(m[i : i + 1] for m in more)) for i in range(n)]
+
+
 def _bias_act(xp: Any, geo: Geometry, activation: str, data: Any, weight: Any, bias: Any, out: Any) -> None:
-    if not convolve(xp, geo, data, weight, out, bias):
-        per_channel(xp, xp.add, out, bias, out)
-    if activation == "relu":
-        relu_into(xp, out, out)
+    for x, y in _images(data, out):
+        if not convolve(xp, geo, x, weight, y, bias):
+            per_channel(xp, xp.add, y, bias, y)
+        if activation == "relu":
+            relu_into(xp, y, y)
 
 
 def _bias_add_act(
@@ -38,11 +53,12 @@ def _bias_add_act(
     may_share = getattr(xp, "may_share_memory", None)
     if may_share is not None and may_share(out, residual):
         residual = residual.copy()
-    if not convolve(xp, geo, data, weight, out, bias):
-        per_channel(xp, xp.add, out, bias, out)
-    xp.add(out, residual, out=out)
-    if activation == "relu":
-        relu_into(xp, out, out)
+    for x, y, r in _images(data, out, residual):
+        if not convolve(xp, geo, x, weight, y, bias):
+            per_channel(xp, xp.add, y, bias, y)
+        xp.add(y, r, out=y)
+        if activation == "relu":
+            relu_into(xp, y, y)
 
 
 def _specialized(op: str, body: Any) -> Any:

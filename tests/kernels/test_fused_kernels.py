@@ -139,3 +139,21 @@ def test_scale_shift_act_errors():
         kernel(np, {"activation": "none"}, x, rand(4), rand(4), np.empty((2, 4, 1), "float32"))
     with pytest.raises(ValueError, match="unknown activation"):
         kernel(np, {"activation": "tanh"}, x, rand(4), rand(4), np.empty_like(x))
+
+
+@pytest.mark.parametrize("groups", [1, 4])
+def test_large_batches_run_image_by_image(monkeypatch, groups):
+    """Outputs of at least ``_PER_IMAGE_BYTES`` an image are convolved and finished
+    one image at a time; the result is the whole batch's."""
+    from hetvm.kernels import fused
+
+    monkeypatch.setattr(fused, "_PER_IMAGE_BYTES", 1)
+    attrs = {**CONV, "groups": groups, "activation": "relu"}
+    x, w, b, r = rand(3, 4, 6, 6), rand(8, 4 // groups, 3, 3), rand(8), rand(3, 8, 6, 6)
+    whole = np.empty((3, 8, 6, 6), "float32")
+    get_kernel("nn.conv2d", "cpu")(np, attrs, x, w, whole)
+    out = np.empty_like(whole)
+    get_kernel("nn.conv2d_bias_act", "cpu")(np, attrs, x, w, b, out)
+    np.testing.assert_allclose(out, np.maximum(whole + b.reshape(-1, 1, 1), 0), rtol=1e-5, atol=1e-5)
+    get_kernel("nn.conv2d_bias_add_act", "cpu")(np, attrs, x, w, b, r, out)
+    np.testing.assert_allclose(out, np.maximum(whole + b.reshape(-1, 1, 1) + r, 0), rtol=1e-5, atol=1e-5)
