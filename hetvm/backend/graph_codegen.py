@@ -17,7 +17,8 @@ The graph (plain JSON):
 * ``nodes`` in execution order: ``{"op": "null", "name", "outputs"}`` for inputs
   and params, ``{"op": "kernel", "name", "lib", "inputs", "outputs", "device"}``,
   ``{"op": "__copy", "inputs", "outputs", "src_device", "device"}`` where data moves;
-  an input is ``{"entry": id}`` or ``{"imm": value}``;
+  an input is ``{"entry": id}``, ``{"tuple": [id, ...]}`` (a tuple of tensors, as
+  ``concat`` takes) or ``{"imm": value}``;
 * ``inputs`` (name -> entry), ``params`` (name -> entry), ``outputs`` (entries) and
   ``output_tuple`` (whether main returns a tuple).
 """
@@ -134,12 +135,25 @@ class _GraphBuilder:
     def arg(self, e: E.Expr, dev: int) -> dict:
         if isinstance(e, E.Var):
             r = self.ref.get(e)
+            if isinstance(r, list):  # a tuple of tensors (concat's input)
+                return {"tuple": self._tuple_entries(r, e.name_hint)}
             if not isinstance(r, int):
                 raise HetvmError(f"graph executor: '{e.name_hint}' is not a tensor entry")
             return {"entry": r}
         if isinstance(e, E.Constant):
             return {"entry": self.const_entry(e, dev)}
+        if isinstance(e, E.Tuple):
+            fields = [self.arg(f, dev) for f in e.fields]
+            if not all("entry" in f for f in fields):
+                raise HetvmError("graph executor: a tuple argument of non-tensors needs executor='vm'")
+            return {"tuple": [f["entry"] for f in fields]}
         return {"imm": _prim(e)}
+
+    @staticmethod
+    def _tuple_entries(ref: list, name: str) -> list[int]:
+        if not all(isinstance(r, int) for r in ref):
+            raise HetvmError(f"graph executor: '{name}' is a nested tuple; use executor='vm'")
+        return ref
 
     def build(self) -> GraphModule:
         if "main" not in self.mod:

@@ -109,6 +109,14 @@ class GraphExecutor:
                 if nd.device is not node_dev:
                     raise self._mismatch(node, index, f"entry {a['entry']}", nd.device, node_dev)
                 args.append(nd._data)
+            elif "tuple" in a:  # a tuple of tensors reaches the kernel as a list of arrays
+                parts = []
+                for eid in a["tuple"]:
+                    nd = self.entries[eid]
+                    if nd.device is not node_dev:
+                        raise self._mismatch(node, index, f"entry {eid}", nd.device, node_dev)
+                    parts.append(nd._data)
+                args.append(parts)
             else:
                 args.append(tuple(a["imm"]) if isinstance(a["imm"], list) else a["imm"])
         for eid in node["outputs"]:
@@ -243,7 +251,8 @@ def _validate(graph: Any, lib: Any) -> None:
         for e in n.get("outputs", []):
             need(isinstance(e, int) and 0 <= e < n_en, f"node output {e} out of range")
         for a in n.get("inputs", []):
-            need("imm" in a or (isinstance(a.get("entry"), int) and 0 <= a["entry"] < n_en), f"bad node input {a}")
+            entries = a.get("tuple") if isinstance(a.get("tuple"), list) else [a.get("entry")]
+            need("imm" in a or all(isinstance(e, int) and 0 <= e < n_en for e in entries), f"bad node input {a}")
         if n["op"] == "kernel":
             need(0 <= n.get("lib", -1) < len(lib.get("kernels", [])), f"node names kernel {n.get('lib')}")
     for e in graph["outputs"]:

@@ -83,3 +83,23 @@ def test_light_model_matches_expected_output(name, heterogeneous):
 
 def test_nine_light_models_are_listed():
     assert len(LIGHT) == 9, LIGHT
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LIGHT)
+def test_light_model_runs_on_the_graph_executor(name):
+    """The graph executor (``hetvm run --executor graph``) gives the expected
+    output on sim + CPU too; its copies are ``__copy`` nodes."""
+    from hetvm.graph_executor import create
+
+    model = onnx.load(os.path.join(LIGHT_DIR, f"light_{name}.onnx"))
+    mod = pin_params(from_onnx(model).with_global_infos(vdevice=[SIM, CPU]), SIM)
+    gm = hetvm.build(mod, executor="graph", plan_devices_options={"missing_kernels": {"sim:0": ["nn.softmax"]}})
+    ex = create(gm.graph, gm.lib, [hetvm.device("sim", 0), hetvm.cpu(0)])
+    (input_name,) = gm.graph["inputs"]
+    ex.set_input(input_name, _input(model))
+    ex.run()
+    got = ex.get_output(0).copyto(hetvm.cpu(0)).numpy()
+    np.testing.assert_allclose(got, _expected(name), rtol=1e-3, atol=1e-5)
+    if any(node.op_type == "Softmax" for node in model.graph.node):
+        assert any(n["op"] == "__copy" for n in gm.graph["nodes"])

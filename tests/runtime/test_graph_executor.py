@@ -140,3 +140,29 @@ def test_control_flow_is_refused_for_graph():
         bb.emit_func_output(r)
     with pytest.raises(HetvmError, match="executor='vm'"):
         build(bb.get(), executor="graph")
+
+
+def test_tuple_argument_reaches_the_kernel_as_a_list(tmp_path):
+    """concat takes a tuple of tensors: the graph names its entries in one
+    ``{"tuple": [...]}`` input (every light model with a concat failed with
+    "expected an immediate, got Tuple" before), also after export and load, and
+    with a part copied from another device."""
+    bb = BlockBuilder()
+    x = Var("x", struct_info=TensorStructInfo((2, 3), "float32"))
+    with bb.function("main", [x]):
+        a = bb.emit(R.exp(x))
+        s = bb.emit(R.hint_on_device(R.negative(x), R.device("sim", 0)))
+        c = bb.emit(R.concat(E.Tuple((a, s, a)), axis=1))
+        bb.emit_func_output(c)
+    mod = bb.get()
+    mod.global_infos["vdevice"] = [CPU, SIM]
+    gm = build(mod, target="llvm", target_host="llvm", executor="graph")
+    node = next(n for n in gm.graph["nodes"] if n.get("name") == "concat")
+    assert [sorted(i) for i in node["inputs"]] == [["tuple"]] and len(node["inputs"][0]["tuple"]) == 3
+    path = str(tmp_path / "concat.hetvmg")
+    gm.export(path)
+    loaded = load_graph(path)
+    ex = create(loaded.graph, loaded.lib, [hetvm.cpu(0), hetvm.device("sim", 0)])
+    xv = np.arange(6, dtype="float32").reshape(2, 3) / 4
+    ex.run(x=xv)
+    np.testing.assert_allclose(host(ex.get_output(0)), np.concatenate([np.exp(xv), -xv, np.exp(xv)], axis=1), rtol=1e-6)
