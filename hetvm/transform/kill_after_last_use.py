@@ -126,9 +126,17 @@ class _FunctionFacts:
                 seen.add(v)
                 stack.extend(reversed(self.call_aliases(value)))
             elif isinstance(value, E.TupleGetItem) and isinstance(value.tuple_value, E.Var) and v not in seen:
-                # a field of a call's result may be an argument: reading it reads the call's
                 seen.add(v)
-                stack.append(value.tuple_value)
+                tup = self.value_of.get(value.tuple_value)
+                if isinstance(tup, E.Tuple):
+                    # a field of a literal tuple: reading it reads that field only (the
+                    # memory planner frees the other fields' bytes after their own uses)
+                    field = tup.fields[value.index]
+                    if isinstance(field, E.Var):
+                        stack.append(field)
+                else:
+                    # a field of a call's result may be an argument: reading it reads the call's
+                    stack.append(value.tuple_value)
         return out
 
     def call_aliases(self, call: E.Call) -> list[E.Var]:
