@@ -79,8 +79,11 @@ def _finish(out: Any, work: Any) -> None:
 @register_kernel("nn.softmax")
 def softmax(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     """Max-shifted, in four in-place passes over the output (shift, exp, sum,
-    divide); only the per-row max and sum are temporaries."""
+    divide); only the per-row max and sum are temporaries. An empty tensor has
+    an empty result (NumPy's max of an empty axis would raise)."""
     axis = int(attrs.get("axis", -1))
+    if x.size == 0:
+        return
     work = _float_work(xp, x, out)
     xp.subtract(x, xp.max(x, axis=axis, keepdims=True), out=work)
     xp.exp(work, out=work)
@@ -90,8 +93,11 @@ def softmax(xp: Any, attrs: dict, x: Any, out: Any) -> None:
 
 @register_kernel("nn.log_softmax")
 def log_softmax(xp: Any, attrs: dict, x: Any, out: Any) -> None:
-    """x - max - log(sum(exp(x - max))), the exp in a scratch array."""
+    """x - max - log(sum(exp(x - max))), the exp in a scratch array; empty in,
+    empty out."""
     axis = int(attrs.get("axis", -1))
+    if x.size == 0:
+        return
     work = _float_work(xp, x, out)
     xp.subtract(x, xp.max(x, axis=axis, keepdims=True), out=work)
     work -= xp.log(xp.sum(xp.exp(work), axis=axis, keepdims=True))

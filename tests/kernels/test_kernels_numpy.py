@@ -116,6 +116,14 @@ def test_softmax_and_log_softmax(axis):
     np.testing.assert_allclose(run("nn.log_softmax", {"axis": axis}, x, out_shapes=[x.shape]), np.log(sm), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("op", ["nn.softmax", "nn.log_softmax"])
+@pytest.mark.parametrize("shape,axis", [((3, 0), -1), ((0, 4), -1), ((2, 0, 3), 1)])
+def test_softmax_of_an_empty_tensor_is_empty(op, shape, axis):
+    """Found by the long fuzz run: the max of an empty axis raised inside the kernel."""
+    got = run(op, {"axis": axis}, np.zeros(shape, "float32"), out_shapes=[shape])
+    assert got.shape == shape
+
+
 def test_matmul_batched_and_broadcast():
     a, b = rand(2, 3, 4), rand(4, 5)
     np.testing.assert_allclose(run("matmul", {}, a, b, out_shapes=[(2, 3, 5)]), a @ b, rtol=1e-5)
