@@ -3,15 +3,33 @@
 Works backwards over each sequence with a live set, so a chain of dead
 bindings goes in one pass. Impure bindings always stay. Functions that are
 private (``attrs["private"]``) and never referenced are removed; public
-functions are entry points and stay.
+functions are entry points and stay. A ``match_cast`` to a type with symbolic
+dimensions stays even when its result is unread: it is where those variables
+get their values, which later shapes may use (the long fuzz run found
+``R.full(R.shape([d0]), ...)`` left with ``d0`` defined nowhere).
 """
 
 from __future__ import annotations
 
 from ..ir import expr as E
+from ..ir import prim as P
+from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ._util import is_pure, uses_of
 from .pass_infra import Pass, PassContext
+
+
+def _has_symbols(sinfo: S.StructInfo | None) -> bool:
+    """Whether a struct info mentions a symbolic variable (a match_cast to it may define one)."""
+    if isinstance(sinfo, S.TensorStructInfo):
+        return any(P.free_vars(d) for d in sinfo.shape or ())
+    if isinstance(sinfo, S.ShapeStructInfo):
+        return any(P.free_vars(d) for d in sinfo.values or ())
+    if isinstance(sinfo, S.PrimStructInfo):
+        return sinfo.value is not None and bool(P.free_vars(sinfo.value))
+    if isinstance(sinfo, S.TupleStructInfo):
+        return any(_has_symbols(f) for f in sinfo.fields)
+    return False
 
 
 def _dce_seq(seq: E.SeqExpr, mod: IRModule) -> tuple[E.SeqExpr, list[E.Var]]:
@@ -23,7 +41,8 @@ def _dce_seq(seq: E.SeqExpr, mod: IRModule) -> tuple[E.SeqExpr, list[E.Var]]:
         kept: list[E.Binding] = []
         for b in reversed(block.bindings):
             value = b.value  # type: ignore[attr-defined]
-            if b.var not in live and is_pure(value, mod):
+            defines_symbols = isinstance(b, E.MatchCast) and _has_symbols(b.struct_info)
+            if b.var not in live and is_pure(value, mod) and not defines_symbols:
                 changed = True
                 continue
             if isinstance(value, E.If):

@@ -759,3 +759,30 @@ def test_reading_one_field_of_a_tuple_does_not_keep_the_others():
     vm = hetvm.VirtualMachine(hetvm.build(mod), poison=True)
     x = np.array([[1.5], [0.625]], "float32")
     np.testing.assert_allclose(vm["main"](x).numpy(), np.exp(np.tanh(x[:1])), rtol=1e-6)
+
+
+MATCH_CAST_DEFINES_A_LATER_SHAPE = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x0: R.Tensor((1,), dtype="float32")) -> R.Tensor(dtype="float32", ndim=1):
+        d0 = T.int64()
+        lv: R.Tensor((d0,), dtype="float32") = R.match_cast(x0, R.Tensor((d0,), dtype="float32"))
+        lv1: R.Tensor((d0,), dtype="float32") = R.full(R.shape([d0]), R.const(2.0, "float32"), dtype="float32")
+        return lv1
+'''
+
+
+def test_dead_code_elimination_keeps_a_match_cast_that_defines_symbols():
+    """Found by the long run: the match_cast's result is unread, but it defines
+    `d0`, which a later shape uses; DeadCodeElimination dropped it and left `d0`
+    without a value ("symbolic variable 'd0' has no value")."""
+    from hetvm.testing.interpreter import Interpreter
+    from hetvm.transform import DeadCodeElimination
+
+    mod = DeadCodeElimination()(from_source(MATCH_CAST_DEFINES_A_LATER_SHAPE))
+    assert any(isinstance(b, ir.MatchCast) for blk in mod["main"].body.blocks for b in blk.bindings)
+    out = Interpreter(mod).run("main", np.ones(1, "float32"))
+    np.testing.assert_array_equal(np.asarray(out), [2.0])
+    vm = hetvm.VirtualMachine(hetvm.build(from_source(MATCH_CAST_DEFINES_A_LATER_SHAPE)))
+    np.testing.assert_array_equal(vm["main"](np.ones(1, "float32")).numpy(), [2.0])
