@@ -309,6 +309,8 @@ def op_view(g: FunctionGen) -> E.Expr | None:
 
 
 def _factorise(g: FunctionGen, total: int) -> tuple[int, ...]:
+    if total == 0:  # an empty tensor (a split can make one): any shape with a zero
+        return (0, g.draw_int(1, 3)) if g.draw_bool() else (g.draw_int(1, 3), 0)
     divisors = [d for d in range(1, total + 1) if total % d == 0]
     a = g.draw_choice(divisors)
     rest = total // a
