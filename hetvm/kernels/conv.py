@@ -195,7 +195,7 @@ def _im2col_same(xp, x, weight, dst, groups, dilation, pads) -> None:
     rows = min(oh, max(-(-_MIN_COLS // w), _COLS_BYTES // max(1, groups * k * w * item)))
     buf = scratch(xp, "cols", (groups * k * rows * w,), x.dtype)
     for b in range(n):
-        flat, _ = flat_with_margins(xp, x[b], (kh, kw), dilation, pads, oh)
+        flat = flat_with_margins(xp, x[b], (kh, kw), dilation, pads, oh)
         sc = flat.strides[0]
         for r0 in range(0, oh, rows):
             length = min(rows, oh - r0) * w

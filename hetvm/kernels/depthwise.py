@@ -90,7 +90,7 @@ def depthwise_same(xp: Any, x: Any, weight: Any, dst: Any, groups: int, dilation
     og, k = o // groups, kh * kw
     length = oh * w
     item = x.dtype.itemsize
-    flat, _ = flat_with_margins(xp, x.reshape(n, groups, h, w), (kh, kw), dilation, pads, oh)
+    flat = flat_with_margins(xp, x.reshape(n, groups, h, w), (kh, kw), dilation, pads, oh)
     sn, sc, _ = flat.strides
     view = strided(xp, flat, (n, groups, kh, kw, length), (sn, sc, dilation[0] * w * item, dilation[1] * item, item))
     taps = weight.reshape(groups, og, k)

@@ -4,7 +4,7 @@ Why folds of views: reducing a (N, C, OH, OW, KH, KW) window view over its
 last two axes makes NumPy walk a 6-D strided iterator with a KH*KW inner
 loop -- tens of milliseconds for one ResNet pool. Instead the window is
 folded with one ufunc call (``maximum`` / ``add`` with ``out=``) per window
-row and per window column (see ``_fold``), each over a strided view whose
+row and per window column (see ``_fold_unpadded``), each over a strided view whose
 inner loop runs along image rows.
 """
 
@@ -54,29 +54,6 @@ def _lowest(dtype: Any) -> Any:
     return np.iinfo(dt).min
 
 
-def _fold(xp: Any, ufunc: Any, x: Any, acc: Any, k, s, d) -> None:
-    """``acc = ufunc(tap_0, tap_1, ...)`` over the kernel's window of ``x``, in place.
-
-    Separable, since ``maximum`` and ``add`` are associative: first the KH
-    window rows are folded over whole padded rows (inner loops along the
-    image row), then the KW columns of that: KH + KW calls instead of KH*KW,
-    about 1.7x faster on the models' 3x3 pools."""
-    n, c, oh, ow = acc.shape
-    rows = scratch(xp, "rows", (n, c, oh, x.shape[3]), acc.dtype)
-    for i in range(k[0]):
-        view = x[:, :, i * d[0] : i * d[0] + (oh - 1) * s[0] + 1 : s[0], :]
-        if i == 0:
-            rows[...] = view
-        else:
-            ufunc(rows, view, out=rows)
-    for j in range(k[1]):
-        view = rows[:, :, :, j * d[1] : j * d[1] + (ow - 1) * s[1] + 1 : s[1]]
-        if j == 0:
-            acc[...] = view
-        else:
-            ufunc(acc, view, out=acc)
-
-
 def _tap_span(out_len: int, tap: int, stride: int, size: int) -> tuple[int, int]:
     """Output positions [lo, hi) whose input ``o * stride + tap`` lies in [0, size)."""
     lo = max(0, -(tap // stride)) if tap < 0 else 0
@@ -84,13 +61,14 @@ def _tap_span(out_len: int, tap: int, stride: int, size: int) -> tuple[int, int]
     return lo, max(lo, hi)
 
 
-def _fold_axis(xp: Any, x: Any, acc: Any, axis: int, k: int, s: int, d: int, pad: int, lowest: Any) -> None:
-    """``acc = max over taps`` along ``axis`` (2 or 3) without a padded copy: each
-    tap updates only the output positions whose input cell exists (padding is
-    ``lowest``, which never wins). The first two taps that cover every position
-    initialise ``acc`` in one call (one pass fewer than a copy and a maximum:
-    strided passes are what these folds cost); with one such tap it is copied,
-    with none ``acc`` starts at ``lowest``."""
+def _fold_axis(xp: Any, ufunc: Any, x: Any, acc: Any, axis: int, k: int, s: int, d: int, pad: int,
+               identity: Any) -> None:  # fmt: skip
+    """``acc = ufunc over taps`` along ``axis`` (2 or 3) without a padded copy:
+    each tap updates only the output positions whose input cell exists (padding
+    is ``identity``: the lowest value for ``maximum``, 0 for ``add``). The first
+    two taps that cover every position initialise ``acc`` in one call (one pass
+    fewer than a copy and a fold: strided passes are what these folds cost); with
+    one such tap it is copied, with none ``acc`` starts at ``identity``."""
     size, out_len = x.shape[axis], acc.shape[axis]
     spans = [(i * d - pad, *_tap_span(out_len, i * d - pad, s, size)) for i in range(k)]
     full = [t for t in spans if t[1] == 0 and t[2] == out_len][:2]
@@ -104,17 +82,17 @@ def _fold_axis(xp: Any, x: Any, acc: Any, axis: int, k: int, s: int, d: int, pad
         return sl(x, tap[0], (out_len - 1) * s + tap[0] + 1, s)
 
     if len(full) == 2:
-        xp.maximum(whole(full[0]), whole(full[1]), out=acc)
+        ufunc(whole(full[0]), whole(full[1]), out=acc)
     elif full:
         acc[...] = whole(full[0])
     else:
-        acc[...] = lowest
+        acc[...] = identity
     for tap in spans:
         off, lo, hi = tap
         if tap in full or hi <= lo:
             continue
         dst = sl(acc, lo, hi)
-        xp.maximum(dst, sl(x, lo * s + off, (hi - 1) * s + off + 1, s), out=dst)
+        ufunc(dst, sl(x, lo * s + off, (hi - 1) * s + off + 1, s), out=dst)
 
 
 # input bytes max-pooled at once, so a block's input, window rows and output stay
@@ -124,28 +102,27 @@ def _fold_axis(xp: Any, x: Any, acc: Any, axis: int, k: int, s: int, d: int, pad
 _POOL_BLOCK_BYTES = 4 << 20
 
 
-def _max_fold_unpadded(xp: Any, x: Any, out: Any, k, s, d, pads) -> None:
-    """Strided max pooling straight from the unpadded input, a block of images'
+def _fold_unpadded(xp: Any, ufunc: Any, identity: Any, x: Any, out: Any, k, s, d, pads) -> None:
+    """Strided pooling straight from the unpadded input, a block of images'
     channels at a time: window rows into a (1, B, OH, W) scratch, then window
     columns into ``out``. A padded copy of the input would cost a full pass
     over it."""
-    lowest = _lowest(x.dtype)
     n, c, h, w = x.shape
     oh, ow = out.shape[2], out.shape[3]
     planes_in = x.reshape(1, n * c, h, w) if x.flags.c_contiguous else None
     planes_out = out.reshape(1, n * c, oh, ow) if out.flags.c_contiguous else None
     if planes_in is None or planes_out is None:  # strided views: one block
         rows = scratch(xp, "rows", (n, c, oh, w), out.dtype)
-        _fold_axis(xp, x, rows, 2, k[0], s[0], d[0], pads[0], lowest)
-        _fold_axis(xp, rows, out, 3, k[1], s[1], d[1], pads[1], lowest)
+        _fold_axis(xp, ufunc, x, rows, 2, k[0], s[0], d[0], pads[0], identity)
+        _fold_axis(xp, ufunc, rows, out, 3, k[1], s[1], d[1], pads[1], identity)
         return
     block = max(1, _POOL_BLOCK_BYTES // max(1, h * w * x.dtype.itemsize))
     rows_buf = scratch(xp, "rows", (1, min(block, n * c), oh, w), out.dtype)
     for p0 in range(0, n * c, block):
         p1 = min(n * c, p0 + block)
         rows = rows_buf[:, : p1 - p0]
-        _fold_axis(xp, planes_in[:, p0:p1], rows, 2, k[0], s[0], d[0], pads[0], lowest)
-        _fold_axis(xp, rows, planes_out[:, p0:p1], 3, k[1], s[1], d[1], pads[1], lowest)
+        _fold_axis(xp, ufunc, planes_in[:, p0:p1], rows, 2, k[0], s[0], d[0], pads[0], identity)
+        _fold_axis(xp, ufunc, rows, planes_out[:, p0:p1], 3, k[1], s[1], d[1], pads[1], identity)
 
 
 def _fold_flat(xp: Any, ufunc: Any, x: Any, k, d, divisor: Any = None) -> Any:
@@ -154,7 +131,7 @@ def _fold_flat(xp: Any, ufunc: Any, x: Any, k, d, divisor: Any = None) -> Any:
     offset). Windows that run past an image's right or bottom edge land only on
     positions outside (OH, OW), which the caller crops from the returned
     (N, C, HP, WP) array. ``divisor`` (HP*WP values, or a scalar) divides the
-    result before it is returned. About 2x faster than ``_fold`` on
+    result before it is returned. About 2x faster than ``_fold_unpadded`` on
     Inception's 14x14 "same" pools, whose rows are too short for NumPy's loops."""
     n, c, hp, wp = x.shape
     flat = xp.ascontiguousarray(x).reshape(-1)
@@ -190,7 +167,7 @@ def max_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
         xpad = padded(xp, x, pads, _lowest(x.dtype))
         store(out, _fold_flat(xp, xp.maximum, xpad, k, d)[:, :, : out.shape[2], : out.shape[3]])
     else:
-        _max_fold_unpadded(xp, x, out, k, s, d, pads)
+        _fold_unpadded(xp, xp.maximum, _lowest(x.dtype), x, out, k, s, d, pads)
 
 
 def _counts(out_len: int, k: int, s: int, d: int, lo: int, hi: int) -> Any:
@@ -210,21 +187,21 @@ def avg_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     k, s, d, pads = _geometry(attrs, x, out, "nn.avg_pool2d")
     acc_dtype = np.float64 if x.dtype == np.float64 else np.float32
     xa = x if x.dtype == acc_dtype else x.astype(acc_dtype)
-    xpad = padded(xp, xa, pads)
     oh, ow = out.shape[2], out.shape[3]
     geometry = (x.shape[2], x.shape[3], oh, ow, k, s, d, as_ints(attrs.get("padding", (0, 0, 0, 0))),
                 bool(attrs.get("count_include_pad", False)), acc_dtype)  # fmt: skip
     count = _count_map(*geometry)
     uniform = count.min() == count.max()  # no border effects: one scalar division
     if s == (1, 1):
+        xpad = padded(xp, xa, pads)
         if uniform:
             divisor = acc_dtype(count.flat[0])
         else:
             divisor = xp.asarray(_count_grid(geometry, xpad.shape[2], xpad.shape[3]))
         store(out, _fold_flat(xp, xp.add, xpad, k, d, divisor)[:, :, :oh, :ow])
         return
-    acc = out if out.dtype == acc_dtype else xp.empty(out.shape, dtype=acc_dtype)
-    _fold(xp, xp.add, xpad, acc, k, s, d)
+    acc = out if out.dtype == acc_dtype and out.flags.c_contiguous else xp.empty(out.shape, dtype=acc_dtype)
+    _fold_unpadded(xp, xp.add, 0, xa, acc, k, s, d, pads)  # padding adds nothing
     xp.true_divide(acc, acc_dtype(count.flat[0]) if uniform else xp.asarray(count), out=acc)
     if acc is not out:
         store(out, acc.astype(out.dtype))

@@ -60,10 +60,10 @@ def padded(xp: Any, x: Any, pads: tuple[int, int, int, int], fill: Any = 0, copy
 
 
 def flat_with_margins(xp: Any, x: Any, kernel: tuple[int, int], dilation: tuple[int, int],
-                      pads: tuple[int, int, int, int], out_h: int) -> tuple[Any, int]:  # fmt: skip
+                      pads: tuple[int, int, int, int], out_h: int) -> Any:  # fmt: skip
     """``x`` (..., H, W) copied into the thread's ``"pad"`` scratch as (..., before +
-    H*W + after) with zero margins, and ``before``: tap (i, j) of output position
-    ``t`` (on the (out_h, W) grid) reads element ``t + i*d0*W + j*d1`` of a row."""
+    H*W + after) with zero margins: tap (i, j) of output position ``t`` (on the
+    (out_h, W) grid) reads element ``t + i*d0*W + j*d1`` of a row."""
     *lead, h, w = x.shape
     before = pads[0] * w + pads[1]
     after = max(0, (kernel[0] - 1) * dilation[0] * w + (kernel[1] - 1) * dilation[1] + out_h * w - before - h * w)
@@ -71,7 +71,7 @@ def flat_with_margins(xp: Any, x: Any, kernel: tuple[int, int], dilation: tuple[
     flat[..., :before] = 0
     flat[..., before + h * w :] = 0
     flat[..., before : before + h * w] = x.reshape(*lead, h * w)
-    return flat, before
+    return flat
 
 
 def zero_wrapped(per_tap: Any, kw: int, dilation: int, pad_left: int, w: int) -> None:
