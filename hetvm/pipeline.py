@@ -2,7 +2,7 @@
 
 Order matters and each step is a named pass (see ``default_pipeline``):
 Normalize → FoldConstant → FoldScaleAxis → ReorderPoolConv → FuseConvEpilogue → FuseChannelAffine →
-PlanDevices → MatchJoinedShapes → LegalizeOps → ToNonDataflow → CallTIRRewrite → StaticPlanBlockMemory → LowerAllocTensor →
+PlanDevices → MatchJoinedShapes → LegalizeOps → ToNonDataflow → CallTIRRewrite → ConcatInPlace → StaticPlanBlockMemory → LowerAllocTensor →
 KillAfterLastUse, then VM codegen (or graph-executor codegen).
 """
 
@@ -17,6 +17,7 @@ from .ir.module import IRModule
 from .ir.vdevice import VDevice, runtime_kind
 from .transform import (
     CallTIRRewrite,
+    ConcatInPlace,
     FoldConstant,
     FoldScaleAxis,
     FuseChannelAffine,
@@ -72,6 +73,7 @@ def default_pipeline(
         LegalizeOps(),
         ToNonDataflow(),
         CallTIRRewrite(),
+        ConcatInPlace(),
     ]
     if plan_memory:
         passes.append(StaticPlanBlockMemory())

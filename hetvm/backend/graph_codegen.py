@@ -253,6 +253,11 @@ class _GraphBuilder:
                 src = self.entries[self.ref[a[0]]]
                 self.ref[b.var] = self.entry(src["storage_id"], src["offset"], _prim(a[1]), src["dtype"])
                 return
+            if sym == "vm.builtin.view_at":
+                src = self.entries[self.ref[a[0]]]
+                offset = src["offset"] + int(_prim(a[1]))
+                self.ref[b.var] = self.entry(src["storage_id"], offset, _prim(a[2]), src["dtype"])
+                return
             raise HetvmError(f"graph executor: packed function '{sym}' is not supported; use executor='vm'")
         raise HetvmError("graph executor: calls between functions need executor='vm'")
 

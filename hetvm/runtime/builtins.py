@@ -6,6 +6,7 @@ so ``device_index`` arguments refer to ``Executable.devices``.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -127,3 +128,19 @@ class Builtins:
         if int(np.prod(dims, dtype=np.int64)) != int(src._data.size):
             raise HetvmRuntimeError(f"cannot reshape a tensor of shape {src.shape} to {tuple(dims)}")
         return view(src.allocation, src.offset, tuple(dims), src.dtype)
+
+    def view_at(self, src: Any, offset: Any, shape: Any) -> NDArray:
+        """A tensor of ``shape`` over ``src``'s bytes from byte ``offset`` on (same
+        dtype, no copy): where ConcatInPlace puts a concatenation's inputs."""
+        if src.__class__ is not NDArray or not src.alive:
+            raise HetvmRuntimeError(f"view_at needs a live tensor, got {type(src).__name__}")
+        data = src._data
+        dims = tuple(int(d) for d in shape)
+        offset = int(offset)
+        size = math.prod(dims) * data.itemsize
+        if offset < 0 or offset + size > data.nbytes:
+            raise HetvmRuntimeError(
+                f"view_at: {dims} {data.dtype} at byte {offset} ({size} bytes) does not fit in "
+                f"a tensor {tuple(data.shape)} of {data.nbytes} bytes"
+            )
+        return view(src.allocation, src.offset + offset, dims, data.dtype)

@@ -29,6 +29,8 @@ Builtins (``Call(dst, "vm.builtin.<name>", args)``), arguments in this order:
 ``null_value()``                                             None
 ``identity(x)``                                              x (register move)
 ``reshape(src, shape)``                                      a view of ``src`` sharing its bytes
+``view_at(src, offset, shape)``                              a tensor of ``shape`` over ``src``'s bytes
+                                                             from byte ``offset`` (same dtype)
 ===========================================================  ====================================
 
 ``size``/``shape`` arguments may be immediates (evaluated with the call's
@@ -89,6 +91,7 @@ BUILTINS = (
     "null_value",
     "identity",
     "reshape",
+    "view_at",
 )
 PRIM_OPS = ("add", "sub", "mul", "floordiv", "floormod", "min", "max")
 PARAM_KINDS = ("tensor", "shape", "prim", "tuple", "object")

@@ -51,6 +51,7 @@ _ARG_KINDS = {
     "make_shape": ("shape",),
     "prim_value": ("prim",),
     "tuple_getitem": (None, "prim"),
+    "view_at": (None, "prim", "shape"),
 }
 _file_ids = itertools.count()
 
@@ -113,6 +114,9 @@ class _Emitter:
             if not isinstance(ins, Call) or ins.dst is None:
                 continue
             name = ins.func[len(BUILTIN_PREFIX):] if ins.func.startswith(BUILTIN_PREFIX) else ""
+            if name == "view_at" and ins.func not in funcs:
+                defs.setdefault(ins.dst, []).append(("view", None))  # resolved below
+                continue
             if ins.func in funcs or name not in _TENSOR_BUILTINS | {"alloc_storage"}:
                 defs.setdefault(ins.dst, []).append(("other", None))
                 continue
@@ -135,6 +139,15 @@ class _Emitter:
                 dev = devs[0] if devs and len(devs) == 1 else None
                 defs[ins.dst] = [(k, dev) if k == "tensor" and d is None else (k, d)
                                  for k, d in defs[ins.dst]]
+        # a view_at result lives on its source's device (views of views: in order)
+        for ins in self.func.instructions:
+            if isinstance(ins, Call) and ins.func == BUILTIN_PREFIX + "view_at" and ins.dst is not None:
+                src = ins.args[0] if ins.args else None
+                ds = defs.get(src[1], []) if src and src[0] == "r" else []
+                devs = {d for _, d in ds}
+                ok = bool(ds) and all(k == "tensor" for k, _ in ds) and len(devs) == 1
+                view = ("tensor", devs.pop()) if ok else ("other", None)
+                defs[ins.dst] = [view if k == "view" else (k, d) for k, d in defs[ins.dst]]
         out: dict[int, Any] = {}
         n = len(self.vm.exe_devices)
         for r, ds in defs.items():

@@ -298,6 +298,8 @@ class Interpreter:
                 return ()
         if symbol == "vm.builtin.reshape":
             return args[0].reshape(tuple(args[1]))
+        if symbol == "vm.builtin.view_at":
+            return _view_at(args[0], int(args[1]), tuple(args[2]))
         if symbol == "vm.builtin.copy_to":
             src, _dev, dst = args
             if dst is None:
@@ -612,3 +614,14 @@ def values_close(
                     f"got {got[idx]!r}, expected {want[idx]!r}")
         return None
     return None if got == want else f"{path}: got {got!r}, expected {want!r}"
+
+
+def _view_at(src: np.ndarray, offset: int, shape: tuple) -> np.ndarray:
+    """``vm.builtin.view_at``: ``shape`` over ``src``'s bytes from ``offset``, shared."""
+    flat = src.reshape(-1).view(np.uint8)  # a view: interpreter tensors are contiguous
+    if not np.shares_memory(flat, src):
+        raise HetvmRuntimeError("view_at needs a contiguous tensor")
+    count = int(np.prod(shape, dtype=np.int64)) * src.dtype.itemsize
+    if offset < 0 or offset + count > flat.size:
+        raise HetvmRuntimeError(f"view_at: {shape} at byte {offset} does not fit {src.shape} {src.dtype}")
+    return flat[offset : offset + count].view(src.dtype).reshape(shape)

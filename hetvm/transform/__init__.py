@@ -5,6 +5,7 @@ Each pass is usable alone: ``hetvm.transform.KillAfterLastUse()(mod)``.
 
 from .call_tir_rewrite import CallTIRRewrite
 from .canonicalize_bindings import CanonicalizeBindings
+from .concat_in_place import ConcatInPlace
 from .dead_code_elimination import DeadCodeElimination
 from .fold_constant import FoldConstant
 from .fold_scale_axis import FoldScaleAxis
@@ -36,6 +37,7 @@ from .to_non_dataflow import ToNonDataflow
 
 __all__ = [
     "CallTIRRewrite",
+    "ConcatInPlace",
     "CanonicalizeBindings",
     "DeadCodeElimination",
     "FoldConstant",

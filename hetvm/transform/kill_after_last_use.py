@@ -13,7 +13,7 @@ Where hetvm differs from TVM 0.27:
   value read inside a branch counts as read by the ``If`` binding, and values
   local to a branch are killed inside it (the branch result is not);
 * aliases are tracked: a value reached through ``TupleGetItem`` of a literal
-  tuple, a ``vm.builtin.reshape`` view or a ``match_cast`` that defines new
+  tuple, a ``vm.builtin.reshape`` or ``vm.builtin.view_at`` view or a ``match_cast`` that defines new
   symbolic vars (kept by canonicalisation) shares its root's bytes, so the root
   is killed after the last use of any alias (killing an alias alone would
   poison bytes still in use), and the alias registers are cleared then with
@@ -35,7 +35,7 @@ from ..ir.module import IRModule
 from ..ir.op_registry import get_op
 from ._util import uses_of
 from .canonicalize_bindings import CanonicalizeBindings
-from .legalize_ops import RESHAPE_BUILTIN
+from .legalize_ops import ALIAS_BUILTINS
 from .pass_infra import FunctionPass, PassContext
 
 UNIT = S.TupleStructInfo([])
@@ -97,7 +97,7 @@ class _FunctionFacts:
             if (
                 isinstance(value, E.Call)
                 and isinstance(value.op, E.ExternFunc)
-                and value.op.global_symbol == RESHAPE_BUILTIN
+                and value.op.global_symbol in ALIAS_BUILTINS
                 and isinstance(value.args[0], E.Var)
             ):
                 var = value.args[0]
@@ -234,7 +234,7 @@ class _FunctionFacts:
         if (
             isinstance(value, E.Call)
             and isinstance(value.op, E.ExternFunc)
-            and value.op.global_symbol == RESHAPE_BUILTIN
+            and value.op.global_symbol in ALIAS_BUILTINS
             and value.args
             and isinstance(value.args[0], E.Constant)
         ):

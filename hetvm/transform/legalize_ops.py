@@ -21,6 +21,11 @@ from .pass_infra import FunctionPass, PassContext
 
 KERNEL_PREFIX = "kernel."
 RESHAPE_BUILTIN = "vm.builtin.reshape"
+# ``view_at(src, byte_offset, shape)``: a tensor over bytes of ``src`` (same dtype);
+# ConcatInPlace makes a concatenation's inputs such views of its output
+VIEW_AT_BUILTIN = "vm.builtin.view_at"
+# builtins whose result shares its first argument's bytes (an alias, not a copy)
+ALIAS_BUILTINS = frozenset({RESHAPE_BUILTIN, VIEW_AT_BUILTIN})
 VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
 # a view allocates nothing and writes nothing: a pure packed function
 PURE_RESHAPE = E.ExternFunc(

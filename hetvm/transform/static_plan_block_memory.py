@@ -39,7 +39,7 @@ from .memory_planning.packing import DEFAULT_ALIGNMENT, Buffer, max_live_bytes, 
 from .memory_planning.sizes import declared_upper_bounds, tensor_nbytes
 from .pass_infra import Pass, PassContext
 
-__all__ = ["StaticPlanBlockMemory", "PLAN_ATTR", "plan_function"]
+__all__ = ["StaticPlanBlockMemory", "PLAN_ATTR", "plan_function", "lower_bounds"]
 
 PLAN_ATTR = "memory_plan"
 PLAN_VERSION = 1
@@ -162,19 +162,11 @@ def _rewrite_seq(seq: E.SeqExpr, planned: dict[E.Var, tuple[E.Var, int]]) -> E.S
     return E.SeqExpr(tuple(blocks), seq.body, struct_info=seq.struct_info, span=seq.span)
 
 
-def plan_function(
-    name: str,
-    func: E.Function,
-    mod: IRModule,
-    *,
-    plan_outputs: bool = False,
-    alignment: int = DEFAULT_ALIGNMENT,
-) -> tuple[E.Function, dict[str, Any]]:
-    """The planned function and its plan facts (JSON-able)."""
+def _collect_sites(name: str, func: E.Function, mod: IRModule, plan_outputs: bool):
+    """The function's lifetimes, its plannable allocations grouped by (device,
+    scope), the allocations left out (with why), and each device's scope."""
     bounds = declared_upper_bounds(func, name)
     life = analyze_lifetimes(func, is_unplanned_alloc)
-    last = max(life.num_positions - 1, 0)
-    sites: list[_Site] = []
     unplanned: list[dict[str, Any]] = []
     groups: dict[tuple[int, str], list[_Site]] = {}
     devices: dict[int, str] = {}
@@ -194,9 +186,39 @@ def plan_function(
                 {"name": var.name_hint, "device": dev, "reason": reason, "nbytes": size.nbytes}
             )
             continue
-        sites.append(site)
         groups.setdefault((dev, scope), []).append(site)
+    return life, groups, unplanned, devices
 
+
+def _buffers(life: Any, members: list[_Site]) -> list[Buffer]:
+    last = max(life.num_positions - 1, 0)
+    buffers = []
+    for i, site in enumerate(members):
+        intervals = life.intervals[site.var]
+        if site.var in life.escaping:  # plan_outputs: outputs live to the end and beyond
+            intervals = ((intervals[0][0], last),)
+        buffers.append(Buffer(i, site.nbytes, intervals, life.path[site.var]))  # type: ignore[arg-type]
+    return buffers
+
+
+def lower_bounds(name: str, func: E.Function, mod: IRModule) -> dict[tuple[int, str], int]:
+    """Per (device, memory scope), the most bytes of planned tensors live at once:
+    the least any packing of ``func`` can need. For passes that change lifetimes
+    (ConcatInPlace) and must not raise it."""
+    life, groups, _, _ = _collect_sites(name, func, mod, False)
+    return {key: max_live_bytes(_buffers(life, members)) for key, members in groups.items()}
+
+
+def plan_function(
+    name: str,
+    func: E.Function,
+    mod: IRModule,
+    *,
+    plan_outputs: bool = False,
+    alignment: int = DEFAULT_ALIGNMENT,
+) -> tuple[E.Function, dict[str, Any]]:
+    """The planned function and its plan facts (JSON-able)."""
+    life, groups, unplanned, devices = _collect_sites(name, func, mod, plan_outputs)
     used_names = _names_in(func)
     arena_bindings: list[E.Binding] = []
     placement: dict[E.Var, tuple[E.Var, int]] = {}
@@ -213,12 +235,7 @@ def plan_function(
     }
     tensor_facts: list[dict[str, Any]] = []
     for (dev, scope), members in sorted(groups.items()):
-        buffers = []
-        for i, site in enumerate(members):
-            intervals = life.intervals[site.var]
-            if site.var in life.escaping:  # plan_outputs: outputs live to the end and beyond
-                intervals = ((intervals[0][0], last),)
-            buffers.append(Buffer(i, site.nbytes, intervals, life.path[site.var]))  # type: ignore[arg-type]
+        buffers = _buffers(life, members)
         result = pack(buffers, alignment)
         hint = "arena" if len(groups) == 1 else f"arena_d{dev}" + ("" if scope == "global" else f"_{scope}")
         arena = E.Var(_unique(hint, used_names), struct_info=_OBJECT)

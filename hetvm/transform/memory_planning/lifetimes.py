@@ -20,7 +20,7 @@ a value of the same frame lives at least as long as that value, because
 KillAfterLastUse kills it no earlier (the long fuzz run found a branch's own
 allocation reused while the late kill of the result still pointed to it). A *root* (a tensor with its own bytes: an
 allocation) is live wherever any variable that may point to it is live:
-reshape views, tuple fields, ``TupleGetItem``, match_cast, ``If`` results, and
+reshape and ``view_at`` views, tuple fields, ``TupleGetItem``, match_cast, ``If`` results, and
 -- conservatively -- results of calls that may return an argument (module
 functions, packed functions other than kernels).
 
@@ -38,7 +38,7 @@ from typing import Callable, Iterable, Union
 from ...ir import expr as E
 from ...ir import struct_info as S
 from .._util import uses_of
-from ..legalize_ops import RESHAPE_BUILTIN
+from ..legalize_ops import ALIAS_BUILTINS
 
 __all__ = [
     "Interval",
@@ -168,7 +168,7 @@ class _Analyzer:
             return frozenset((binding.var,))
         if isinstance(value, E.Call):
             op = value.op
-            if isinstance(op, E.ExternFunc) and op.global_symbol == RESHAPE_BUILTIN and value.args:
+            if isinstance(op, E.ExternFunc) and op.global_symbol in ALIAS_BUILTINS and value.args:
                 return flatten(self.expr_pts(value.args[0]))
             if not _may_hold_tensor(value.struct_info):
                 return EMPTY

@@ -13,7 +13,8 @@ device.
 Model (what the VM must match for ``vm.memory_report()`` to equal the plan):
 * ``memory.alloc_storage`` / ``vm.alloc_storage`` / ``builtin.alloc_tensor`` /
   ``to_vdevice`` / ``copy_to`` without a destination allocate;
-  ``memory.alloc_tensor`` and ``vm.builtin.reshape`` only add a reference;
+  ``memory.alloc_tensor``, ``vm.builtin.reshape`` and ``vm.builtin.view_at`` only
+  add a reference;
 * ``Kill`` of a register holding a tensor or storage releases that object at
   once (idempotent) and clears the register; ``Kill`` of anything else only
   clears the register;
@@ -37,7 +38,7 @@ from ...ir import expr as E
 from ...ir import prim as P
 from ...ir.module import IRModule
 from .._devices import sinfo_device_index
-from ..legalize_ops import KERNEL_PREFIX, RESHAPE_BUILTIN
+from ..legalize_ops import ALIAS_BUILTINS, KERNEL_PREFIX
 from .sizes import SizeBound, declared_upper_bounds, shape_nbytes
 
 __all__ = ["PeakPrediction", "predict_peak"]
@@ -291,7 +292,7 @@ class _Machine:
             if sym.startswith(KERNEL_PREFIX):
                 frame.reg_of[var] = OPAQUE
                 return
-            if sym == RESHAPE_BUILTIN:
+            if sym in ALIAS_BUILTINS:
                 src = args[0] if args else OPAQUE
                 view = _Owner(src.block, src.nbytes) if isinstance(src, _Owner) and not src.released else OPAQUE
                 self._new_reg(frame, view, var)
