@@ -235,13 +235,21 @@ def _fold_flat(xp: Any, ufunc: Any, x: Any, k, d, divisor: Any = None) -> Any:
     return full.reshape(n, c, hp, wp)
 
 
+def _whole_input(x: Any, out: Any, k, d, pads) -> bool:
+    """One window that is exactly the input (Inception's final 7x7 average):
+    one reduction over each image's H*W items, 2x faster than the folds."""
+    return out.shape[2:] == (1, 1) and tuple(k) == tuple(x.shape[2:]) and d == (1, 1) and not any(pads)
+
+
 @register_kernel("nn.max_pool2d")
 def max_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     """Padding (and ceil_mode's overhang) is the dtype's lowest value, so it never
     wins; a window wholly in padding gives that value (-inf for floats)."""
     _check_layout(attrs, "nn.max_pool2d")
     k, s, d, pads = _geometry(attrs, x, out, "nn.max_pool2d")
-    if s == (1, 1):
+    if _whole_input(x, out, k, d, pads):
+        store(out, x.max(axis=(2, 3), keepdims=True))
+    elif s == (1, 1):
         xpad = padded(xp, x, pads, _lowest(x.dtype))
         store(out, _fold_flat(xp, xp.maximum, xpad, k, d)[:, :, : out.shape[2], : out.shape[3]])
     else:
@@ -266,6 +274,11 @@ def avg_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     acc_dtype = np.float64 if x.dtype == np.float64 else np.float32
     xa = x if x.dtype == acc_dtype else x.astype(acc_dtype)
     oh, ow = out.shape[2], out.shape[3]
+    if _whole_input(x, out, k, d, pads):
+        n, c, h, w = x.shape
+        total = x.reshape(n, c, h * w).sum(axis=2, dtype=acc_dtype, keepdims=True)
+        store(out, (total / acc_dtype(h * w)).reshape(out.shape).astype(out.dtype, copy=False))
+        return
     geometry = (x.shape[2], x.shape[3], oh, ow, k, s, d, as_ints(attrs.get("padding", (0, 0, 0, 0))),
                 bool(attrs.get("count_include_pad", False)), acc_dtype)  # fmt: skip
     count = _count_map(*geometry)
