@@ -266,3 +266,28 @@ def test_view_at_checks_its_bounds():
         builtins.view_at(src, 20, (1, 2, 2))
     with pytest.raises(HetvmRuntimeError, match="live tensor"):
         builtins.view_at(np.zeros(3), 0, (1,))
+
+
+def test_exported_executable_with_views_loads_and_runs(tmp_path):
+    from hetvm.runtime.artifact import export_executable, load_module
+
+    mod = _two_branches()
+    x = _rand(1, 3, 4, 5)
+    path = tmp_path / "concat.hetvm"
+    export_executable(hetvm.build(mod), path)
+    out = hetvm.VirtualMachine(load_module(path), [hetvm.cpu(0)], poison=True)["main"](x)
+    np.testing.assert_array_equal(out.numpy(), build_and_run(mod, x, disabled=["ConcatInPlace"]))
+
+
+def test_views_on_a_simulated_accelerator():
+    """The views live in the sim device's memory, which host code cannot read:
+    kernels there see them as their own tensors."""
+    mod = _two_branches()
+    x = _rand(1, 3, 4, 5)
+    low = lower(mod, target="sim", target_host="llvm")
+    assert "vm.builtin.view_at" in low.script() and '"kernel.concat"' not in low.script()
+    exe = hetvm.build(mod, target="sim", target_host="llvm")
+    sim = hetvm.device("sim", 0)
+    out = hetvm.VirtualMachine(exe, [sim], poison=True)["main"](hetvm.nd.array(x, sim))
+    got = out.copyto(hetvm.cpu(0)).numpy()
+    np.testing.assert_array_equal(got, build_and_run(mod, x, disabled=["ConcatInPlace"]))
