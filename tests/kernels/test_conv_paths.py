@@ -120,3 +120,28 @@ def test_grouped_product_with_the_last_column_apart():
     out = np.empty((2, 3, 5, 49))
     conv._product(np, a, bm, out)
     np.testing.assert_allclose(out, a @ bm, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("hw", [7, 8])
+def test_stride_2_columns_up_to_the_last_item(dtype, hw):
+    """Stride 2 without padding on an odd width: the last window ends on the
+    image's last item (the paired copy must not read past it)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, hw, hw)).astype(dtype)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(dtype)
+    oh = (hw - 3) // 2 + 1
+    out = np.full((2, 4, oh, oh), np.nan, dtype)
+    bind_kernel("nn.conv2d", "cpu", np, {"strides": (2, 2), "padding": (0, 0, 0, 0)})(x, w, out)
+    tol = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-10}[dtype]
+    np.testing.assert_allclose(out, reference(x, w, (2, 2), (1, 1), (0, 0, 0, 0), 1), rtol=tol, atol=tol)
+
+
+def test_strided_output_view():
+    """A destination that is not C-contiguous goes through a scratch result."""
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((1, 4, 9, 9)).astype("float32"), rng.standard_normal((6, 4, 3, 3)).astype("float32")
+    full = np.full((1, 12, 5, 5), np.nan, "float32")
+    bind_kernel("nn.conv2d", "cpu", np, {"strides": (2, 2), "padding": (1, 1, 1, 1)})(x, w, full[:, ::2])
+    np.testing.assert_allclose(full[:, ::2], reference(x, w, (2, 2), (1, 1), (1, 1, 1, 1), 1), rtol=1e-4, atol=1e-4)
+    assert np.isnan(full[:, 1::2]).all()
