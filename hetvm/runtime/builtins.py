@@ -7,7 +7,7 @@ so ``device_index`` arguments refer to ``Executable.devices``.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -144,3 +144,85 @@ class Builtins:
                 f"a tensor {tuple(data.shape)} of {data.nbytes} bytes"
             )
         return view(src.allocation, src.offset + offset, dims, data.dtype)
+
+
+# -- load-time specialisations ------------------------------------------------
+# The VM makes one tensor per instruction, so the general builtins' conversions,
+# dtype look-ups and bounds arithmetic cost more than the view itself. When an
+# instruction's offset, shape and dtype are immediates, the code generator binds
+# one of these closures instead: the constant part is computed once, and at run
+# time only what depends on the operand is checked. Any case the fast path does
+# not cover (a released block, a bad fit, another class) falls back to the
+# general builtin, so errors and results are those of the general builtin.
+
+
+def _static_dims(shape: Any) -> tuple[int, ...] | None:
+    if not isinstance(shape, (list, tuple)) or not all(type(d) is int for d in shape):
+        return None
+    return tuple(shape)
+
+
+def static_alloc_tensor(b: Builtins, offset: Any, shape: Any, dtype: Any) -> Callable | None:
+    """``alloc_tensor(storage, offset, shape, dtype)`` with the last three fixed."""
+    dims = _static_dims(shape)
+    if type(offset) is not int or offset < 0 or dims is None or min(dims, default=0) < 0:
+        return None
+    try:
+        dt = np_dtype(dtype)
+    except HetvmRuntimeError:
+        return None
+    end = offset + math.prod(dims) * dt.itemsize
+    general = b.alloc_tensor
+
+    def alloc_tensor(storage: Any) -> NDArray:
+        if storage.__class__ is Storage:
+            block = storage.allocation
+            if end <= block.nbytes and not block.freed:
+                data = block.buffer[offset:end].view(dt).reshape(dims)
+                return NDArray(data, block.allocator.device, block, offset)
+        return general(storage, offset, dims, dtype)
+
+    return alloc_tensor
+
+
+def static_view_at(b: Builtins, offset: Any, shape: Any) -> Callable | None:
+    """``view_at(src, offset, shape)`` with offset and shape fixed."""
+    dims = _static_dims(shape)
+    if type(offset) is not int or offset < 0 or dims is None or min(dims, default=0) < 0:
+        return None
+    count = math.prod(dims)
+    general = b.view_at
+
+    def view_at(src: Any) -> NDArray:
+        if src.__class__ is NDArray and not src._released:
+            block = src.allocation
+            data = src._data
+            size = count * data.itemsize
+            if offset + size <= data.nbytes and not block.freed:
+                start = src.offset + offset
+                data = block.buffer[start : start + size].view(data.dtype).reshape(dims)
+                return NDArray(data, block.allocator.device, block, start)
+        return general(src, offset, dims)
+
+    return view_at
+
+
+def static_reshape(b: Builtins, shape: Any) -> Callable | None:
+    """``reshape(src, shape)`` with the shape fixed. A tensor's ``_data`` is
+    always a C-contiguous view of its block, so NumPy's (or CuPy's) reshape of
+    it is a view of the same bytes, which is what the general builtin makes."""
+    dims = _static_dims(shape)
+    if dims is None:
+        return None
+    general = b.reshape
+
+    def reshape(src: Any) -> NDArray:
+        if src.__class__ is NDArray and not src._released and not src.allocation.freed:
+            try:
+                data = src._data.reshape(dims)
+            except ValueError:  # no such reshape: the general builtin says why
+                return general(src, dims)
+            return NDArray(data, src.device, src.allocation, src.offset)
+        return general(src, dims)
+
+    return reshape

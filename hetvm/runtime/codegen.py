@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import DeviceMismatchError, HetvmRuntimeError
 from ..ir.op_registry import missing_part
 from ..kernels.registry import bind_kernel, has_kernel
+from .builtins import static_alloc_tensor, static_reshape, static_view_at
 from .bytecode import (
     BUILTIN_PREFIX,
     Call,
@@ -34,6 +35,7 @@ from .bytecode import (
     format_instruction,
 )
 from .device import get_api
+from .memory import Storage
 from .ndarray import NDArray, ShapeTuple
 from .shapes import compile_prim, validate_prim
 
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
 __all__ = ["CompiledFunction", "compile_function"]
 
 _TENSOR_BUILTINS = {"alloc_tensor", "alloc_tensor_direct", "copy_to"}
+# builtins whose result is a tensor on the device of their first argument
+_VIEW_BUILTINS = ("view_at", "reshape")
 # argument kinds of builtins: "shape" / "prim" immediates are compiled symbolically
 _ARG_KINDS = {
     "alloc_storage": ("shape",),
@@ -54,6 +58,16 @@ _ARG_KINDS = {
     "view_at": (None, "prim", "shape"),
 }
 _file_ids = itertools.count()
+
+
+def kill_fast(value: Any) -> None:
+    """``VirtualMachine._kill`` without trace events or poisoning (the usual VM)."""
+    if value.__class__ is NDArray:
+        if value._killable and not value._released:
+            value._released = True
+            value.allocation.release()
+    elif value.__class__ is Storage:
+        value.release()
 
 
 class CompiledFunction:
@@ -75,7 +89,7 @@ class _Emitter:
             "__builtins__": {"min": min, "max": max, "None": None},
             "_NDArray": NDArray,
             "_Shape": ShapeTuple,
-            "_kill": vm._kill,
+            "_kill": vm._kill if vm.trace or vm.poison else kill_fast,
             "_cond": vm._builtins.read_cond,
             "_vm": vm,
         }
@@ -114,7 +128,7 @@ class _Emitter:
             if not isinstance(ins, Call) or ins.dst is None:
                 continue
             name = ins.func[len(BUILTIN_PREFIX):] if ins.func.startswith(BUILTIN_PREFIX) else ""
-            if name == "view_at" and ins.func not in funcs:
+            if name in _VIEW_BUILTINS and ins.func not in funcs:
                 defs.setdefault(ins.dst, []).append(("view", None))  # resolved below
                 continue
             if ins.func in funcs or name not in _TENSOR_BUILTINS | {"alloc_storage"}:
@@ -139,9 +153,10 @@ class _Emitter:
                 dev = devs[0] if devs and len(devs) == 1 else None
                 defs[ins.dst] = [(k, dev) if k == "tensor" and d is None else (k, d)
                                  for k, d in defs[ins.dst]]
-        # a view_at result lives on its source's device (views of views: in order)
+        # a view_at / reshape result lives on its source's device (views of views: in order)
+        views = {BUILTIN_PREFIX + v for v in _VIEW_BUILTINS} - set(funcs)
         for ins in self.func.instructions:
-            if isinstance(ins, Call) and ins.func == BUILTIN_PREFIX + "view_at" and ins.dst is not None:
+            if isinstance(ins, Call) and ins.func in views and ins.dst is not None:
                 src = ins.args[0] if ins.args else None
                 ds = defs.get(src[1], []) if src and src[0] == "r" else []
                 devs = {d for _, d in ds}
@@ -209,6 +224,10 @@ class _Emitter:
             self.emit(ind, f"{dst}{target}({args})", pc)
             return
         name = ins.func[len(BUILTIN_PREFIX):]
+        special = self.static_builtin(name, ins)
+        if special is not None:
+            self.emit(ind, f"{dst}{self.bind(special, '_A')}({self.arg(ins.args[0])})", pc)
+            return
         kinds = _ARG_KINDS.get(name, ())
         args = [self.arg(a, kinds[i] if i < len(kinds) else None) for i, a in enumerate(ins.args)]
         if name == "make_tuple":
@@ -230,6 +249,22 @@ class _Emitter:
             fn = self.bind(getattr(self.vm._builtins, name), "_B")
             expr = f"{fn}({', '.join(args)})"
         self.emit(ind, f"{dst}{expr}", pc)
+
+    def static_builtin(self, name: str, ins: Call) -> Callable | None:
+        """A load-time specialisation of a tensor-making builtin whose arguments
+        after the first are immediates (see ``builtins.static_*``), or None."""
+        args = ins.args
+        if not args or any(tag != "i" for tag, _ in args[1:]):
+            return None
+        vals = [v for _, v in args[1:]]
+        b = self.vm._builtins
+        if name == "alloc_tensor" and len(vals) == 3:
+            return static_alloc_tensor(b, *vals)
+        if name == "view_at" and len(vals) == 2:
+            return static_view_at(b, *vals)
+        if name == "reshape" and len(vals) == 1:
+            return static_reshape(b, *vals)
+        return None
 
     def kernel_call(self, pc: int, ins: KernelCall, ind: int) -> None:
         dev = self.vm.exe_devices[ins.device]

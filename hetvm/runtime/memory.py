@@ -4,14 +4,15 @@ An :class:`Allocation` is one block handed out by an allocator; it counts its
 references. A :class:`Storage` (what ``alloc_storage`` puts in a register)
 holds one reference, and every NDArray view carved out of the block holds one
 more. A reference is dropped explicitly (a ``Kill``) or when its Python object
-is garbage-collected, through ``weakref.finalize`` -- which runs at most once,
-so a release is idempotent. When the count reaches zero the block goes back
+is garbage-collected (``__del__``); a released flag on the object makes that
+happen at most once, so a release is idempotent. When the count reaches zero the block goes back
 to its allocator at once; that is what makes ``KillAfterLastUse`` real even
 when a storage is killed right after the tensor carved from it.
 """
 
 from __future__ import annotations
 
+import atexit
 import weakref
 from typing import Any, Callable
 
@@ -30,6 +31,16 @@ __all__ = [
 
 EventSink = Callable[[str, Device, int], None]
 POISON_BYTE = 0xFF
+
+# [False] once the interpreter exits: ``__del__`` of a Storage or NDArray then
+# releases nothing. A list bound as a default argument, so that it is still
+# there when module globals are torn down.
+RUNNING = [True]
+
+
+@atexit.register
+def _exiting() -> None:
+    RUNNING[0] = False
 
 
 class Allocation:
@@ -74,14 +85,25 @@ class Storage:
     (a Kill) or garbage collection drops it.
     """
 
-    __slots__ = ("allocation", "scope", "_fin", "__weakref__")
+    __slots__ = ("allocation", "scope", "_released", "__weakref__")
 
     def __init__(self, allocation: Allocation, scope: str = "global") -> None:
         self.allocation = allocation
         self.scope = scope
         allocation.retain()
-        self._fin = weakref.finalize(self, allocation.release)
-        self._fin.atexit = False
+        self._released = False
+
+    def __del__(self, _running: list = RUNNING) -> None:
+        """Garbage collection drops the reference no ``release()`` dropped (see
+        ``NDArray.__del__`` for why this is not a ``weakref.finalize``)."""
+        try:
+            if self._released:
+                return
+        except AttributeError:  # __init__ failed before the reference was counted
+            return
+        self._released = True
+        if _running[0]:
+            self.allocation.release()
 
     @property
     def device(self) -> Device:
@@ -93,11 +115,13 @@ class Storage:
 
     @property
     def alive(self) -> bool:
-        return self._fin.alive and not self.allocation.freed
+        return not self._released and not self.allocation.freed
 
     def release(self) -> None:
         """Drops this storage's reference (idempotent)."""
-        self._fin()
+        if not self._released:
+            self._released = True
+            self.allocation.release()
 
     def __repr__(self) -> str:
         state = "" if self.alive else ", released"

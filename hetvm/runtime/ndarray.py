@@ -2,21 +2,21 @@
 
 ``hetvm.nd.array(np_array, device)`` makes one; ``.numpy()`` reads it back
 (refused on devices host code cannot read, such as ``sim``, where only a copy
-brings data out). Each live NDArray holds one reference to its block.
+brings data out). Each live NDArray holds one reference to its block, dropped by
+``release()`` (a Kill) or, failing that, when the object is garbage-collected.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import weakref
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..errors import HetvmRuntimeError
 from .device import Device, copy_array, cpu, get_api
-from .memory import POISON_BYTE, Allocation, Allocator, default_allocator
+from .memory import POISON_BYTE, RUNNING, Allocation, Allocator, default_allocator
 
 __all__ = ["NDArray", "ShapeTuple", "array", "empty", "view", "np_dtype", "nbytes_of"]
 
@@ -71,7 +71,7 @@ class NDArray:
     VM reads it directly, so the attribute names are part of the runtime.
     """
 
-    __slots__ = ("_data", "device", "allocation", "offset", "_fin", "_killable", "__weakref__")
+    __slots__ = ("_data", "device", "allocation", "offset", "_released", "_killable", "__weakref__")
 
     def __init__(self, data: Any, dev: Device, allocation: Allocation, offset: int) -> None:
         self._data = data
@@ -79,9 +79,35 @@ class NDArray:
         self.allocation = allocation
         self.offset = offset
         self._killable = True
-        allocation.retain()
-        self._fin = weakref.finalize(self, allocation.release)
-        self._fin.atexit = False
+        allocation.refs += 1  # Allocation.retain, inlined: one per VM instruction
+        self._released = False
+
+    def __del__(self, _running: list = RUNNING) -> None:
+        """Garbage collection drops the reference that no ``release()`` dropped.
+
+        Why ``__del__`` and not ``weakref.finalize``: a finalizer costs more to
+        make and to run than the rest of a tensor, and the VM makes one tensor
+        per instruction. ``_released`` makes the release happen at most once.
+        Nothing is released once the interpreter is exiting (as finalizers with
+        ``atexit=False`` did): the allocators may be half torn down by then.
+        """
+        try:
+            if self._released:
+                return
+        except AttributeError:  # __init__ failed before the reference was counted
+            return
+        self._released = True
+        if _running[0]:
+            self.allocation.release()
+
+    def __copy__(self) -> NDArray:
+        """Another view of the same bytes, holding its own reference."""
+        self._check_alive("copy")
+        return NDArray(self._data, self.device, self.allocation, self.offset)
+
+    def __deepcopy__(self, memo: dict) -> NDArray:
+        """A copy of the contents in a block of its own, on the same device."""
+        return self.copyto(self.device)
 
     # -- inspection ---------------------------------------------------------
     @property
@@ -102,7 +128,7 @@ class NDArray:
 
     @property
     def alive(self) -> bool:
-        return self._fin.alive and not self.allocation.freed
+        return not self._released and not self.allocation.freed
 
     def numpy(self) -> np.ndarray:
         """A host copy of the contents."""
@@ -127,7 +153,9 @@ class NDArray:
 
     def release(self) -> None:
         """Drops this view's reference to its block (idempotent)."""
-        self._fin()
+        if not self._released:
+            self._released = True
+            self.allocation.release()
 
     def _check_alive(self, what: str) -> None:
         if not self.alive:

@@ -180,15 +180,19 @@ class VirtualMachine:
 
     # -- memory --------------------------------------------------------------
     def _kill(self, value: Any) -> None:
+        """A Kill: drops the register's reference to its block now.
+
+        Generated code calls ``codegen.kill_fast`` instead when neither ``trace``
+        nor ``poison`` is on (one per tensor, so the checks below matter)."""
         if value.__class__ is NDArray:
-            if value._killable and value._fin.alive:
+            if value._killable and not value._released:
                 if self.trace:
                     self._event("kill", value.device, value.nbytes)
                 if self.poison:
                     value._poison()
                 value.release()
         elif value.__class__ is Storage:
-            if self.trace and value._fin.alive:
+            if self.trace and not value._released:
                 self._event("kill", value.device, value.nbytes)
             value.release()
 

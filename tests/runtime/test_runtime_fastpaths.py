@@ -1,0 +1,282 @@
+"""The VM's cheap per-instruction paths: tensors released by ``__del__`` (no
+``weakref.finalize``), load-time specialised alloc_tensor / view_at / reshape,
+and the Kill without trace or poison. Each must behave like the general path."""
+
+import copy
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import hetvm
+from hetvm.errors import HetvmRuntimeError
+from hetvm.runtime.builtins import static_alloc_tensor
+from hetvm.runtime.bytecode import Call, Executable, KernelCall, Kill, Ret, VMFunction
+from hetvm.runtime.memory import NaiveAllocator, PooledAllocator, Storage
+from hetvm.runtime.ndarray import NDArray, view
+
+B = "vm.builtin."
+F32 = "float32"
+CPU = [{"kind": "cpu", "index": 0, "memory_scope": "global"}]
+
+
+def r(i):
+    return ("r", i)
+
+
+def imm(v):
+    return ("i", v)
+
+
+def exe_of(instrs, nregs, shape=(2, 6)):
+    param = {"kind": "tensor", "shape": list(shape), "dtype": F32, "device": 0}
+    return Executable(CPU, [], {"main": VMFunction("main", ["x"], [param], nregs, instrs, {})})
+
+
+def reshape_exe(new_shape=(3, -1), extra=(), nregs=4):
+    """exp(x) into an arena, returned as a reshape of it; the arena and the
+    tensor are killed before the return, so only the view keeps the block."""
+    instrs = [
+        Call(1, B + "alloc_storage", (imm([48]), imm(0), imm("global"))),
+        Call(2, B + "alloc_tensor", (r(1), imm(0), imm([2, 6]), imm(F32))),
+        KernelCall("exp", {}, 0, (r(0), r(2)), 1),
+        Call(3, B + "reshape", (r(2), imm(list(new_shape)))),
+        *extra,
+        Kill(2),
+        Kill(1),
+        Ret(3),
+    ]
+    return exe_of(instrs, nregs)
+
+
+def test_dropped_tensor_releases_its_bytes_at_once():
+    alloc = NaiveAllocator(hetvm.cpu(0))
+    st = Storage(alloc.alloc(32))
+    t = view(st.allocation, 0, (8,), F32)
+    st.release()
+    assert alloc.bytes_in_use == 32
+    del t  # no Kill, no gc.collect(): reference counting runs __del__
+    assert alloc.bytes_in_use == 0
+
+
+def test_dropped_storage_releases_its_bytes_at_once():
+    alloc = NaiveAllocator(hetvm.cpu(0))
+    st = Storage(alloc.alloc(32))
+    assert st.alive
+    del st
+    assert alloc.bytes_in_use == 0
+
+
+def test_release_twice_and_drop_after_release_count_once():
+    alloc = NaiveAllocator(hetvm.cpu(0))
+    block = alloc.alloc(32)
+    a = view(block, 0, (4,), F32)
+    b = view(block, 16, (4,), F32)
+    a.release()
+    a.release()
+    assert alloc.bytes_in_use == 32 and block.refs == 1
+    del a  # already released: __del__ must not drop b's reference
+    assert alloc.bytes_in_use == 32 and b.alive
+    del b
+    assert alloc.bytes_in_use == 0
+
+
+def test_released_tensor_refuses_use():
+    t = hetvm.nd.array(np.ones(3, F32))
+    t.release()
+    assert not t.alive and "released" in repr(t)
+    with pytest.raises(HetvmRuntimeError, match="numpy\\(\\) on a released NDArray"):
+        t.numpy()
+    with pytest.raises(HetvmRuntimeError, match="released"):
+        copy.copy(t)
+
+
+def test_copies_hold_their_own_reference():
+    alloc = NaiveAllocator(hetvm.cpu(0))
+    t = view(alloc.alloc(16), 0, (4,), F32)
+    t._data[...] = 2.0
+    alias = copy.copy(t)
+    deep = copy.deepcopy(t)
+    assert alias._data.base is not None and np.shares_memory(alias._data, t._data)
+    assert not np.shares_memory(deep._data, t._data)
+    t.release()
+    assert alloc.bytes_in_use == 16 and alias.alive
+    np.testing.assert_array_equal(alias.numpy(), [2.0] * 4)
+    del alias
+    assert alloc.bytes_in_use == 0
+    np.testing.assert_array_equal(deep.numpy(), [2.0] * 4)
+
+
+def test_failed_construction_is_not_released_later():
+    seen = []
+    old = sys.unraisablehook
+    sys.unraisablehook = seen.append
+    try:
+        with pytest.raises(AttributeError):
+            NDArray(np.zeros(1), hetvm.cpu(0), None, 0)
+    finally:
+        sys.unraisablehook = old
+    assert seen == []
+
+
+def test_live_tensors_at_interpreter_exit_are_quiet():
+    code = (
+        "import numpy as np, hetvm\n"
+        "from hetvm.runtime.memory import PooledAllocator, Storage\n"
+        "from hetvm.runtime.ndarray import view\n"
+        "alloc = PooledAllocator(hetvm.cpu(0), poison=True)\n"
+        "st = Storage(alloc.alloc(64))\n"
+        "keep = [view(st.allocation, 0, (4,), 'float32'), st, hetvm.nd.array(np.ones(3))]\n"
+        "cycle = [keep]; cycle.append(cycle)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stderr == ""
+
+
+@pytest.mark.parametrize("allocator", ["naive", "pooled"])
+def test_user_held_view_output_keeps_its_block(allocator):
+    vm = hetvm.VirtualMachine(reshape_exe(), allocator=allocator)
+    x = np.linspace(-1, 1, 12, dtype=F32).reshape(2, 6)
+    out = vm["main"](x)
+    assert out.shape == (3, 4) and out.alive
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 48
+    np.testing.assert_allclose(out.numpy(), np.exp(x).reshape(3, 4), rtol=1e-6)
+    vm._kill(out)  # a sealed output is never killed by the VM
+    assert out.alive
+    again = vm["main"](x)  # the held block is not reused
+    assert not np.shares_memory(again._data, out._data)
+    np.testing.assert_allclose(out.numpy(), np.exp(x).reshape(3, 4), rtol=1e-6)
+    del out, again
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
+
+
+def test_specialised_builtins_are_used_and_kernels_read_views_directly():
+    extra = (
+        Call(4, B + "alloc_tensor", (r(1), imm(0), imm([3, 4]), imm(F32))),
+        KernelCall("exp", {}, 0, (r(3), r(4)), 1),
+        Kill(4),
+    )
+    vm = hetvm.VirtualMachine(reshape_exe(extra=extra, nregs=5))
+    src = vm.source("main")
+    # alloc_tensor and reshape: bound closures; only alloc_storage is the general builtin
+    assert src.count("= _A") == 3 and src.count("= _B") == 1
+    assert "r3._data, r4._data" in src  # a reshape's device is its source's
+    vm["main"](np.zeros((2, 6), F32))
+
+
+def test_kill_twice_is_harmless():
+    instrs = [
+        Call(1, B + "alloc_storage", (imm([48]), imm(0), imm("global"))),
+        Call(2, B + "alloc_tensor", (r(1), imm(0), imm([2, 6]), imm(F32))),
+        KernelCall("exp", {}, 0, (r(0), r(2)), 1),
+        Call(3, B + "alloc_tensor_direct", (imm([2, 6]), imm(F32), imm(0))),
+        KernelCall("exp", {}, 0, (r(2), r(3)), 1),
+        Kill(2),
+        Kill(2),
+        Kill(1),
+        Kill(1),
+        Ret(3),
+    ]
+    for poison in (False, True):
+        vm = hetvm.VirtualMachine(exe_of(instrs, 4), poison=poison)
+        x = np.zeros((2, 6), F32)
+        out = vm["main"](x)
+        np.testing.assert_allclose(out.numpy(), np.e, rtol=1e-6)
+        rep = vm.memory_report()["cpu:0"]
+        assert rep["bytes_in_use"] == 48 and rep["peak_bytes"] == 96
+
+
+def test_poison_fills_a_killed_view_of_a_live_block():
+    alloc = PooledAllocator(hetvm.cpu(0), poison=True)
+    st = Storage(alloc.alloc(16))
+    t = view(st.allocation, 0, (4,), F32)
+    t._data[...] = 1.0
+    t._poison()
+    assert np.isnan(t._data).all()
+
+
+def _run_error(instrs, nregs, match):
+    vm = hetvm.VirtualMachine(exe_of(instrs, nregs))
+    with pytest.raises(HetvmRuntimeError, match=match):
+        vm["main"](np.zeros((2, 6), F32))
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
+    return vm
+
+
+def test_specialised_alloc_tensor_errors_are_the_general_ones():
+    storage = Call(1, B + "alloc_storage", (imm([48]), imm(0), imm("global")))
+    _run_error([storage, Call(2, B + "alloc_tensor", (r(1), imm(8), imm([2, 6]), imm(F32))), Ret(2)],
+               3, "does not fit in a storage of 48 bytes")
+    _run_error([storage, Kill(1), Call(2, B + "alloc_tensor", (r(1), imm(0), imm([2]), imm(F32))), Ret(2)],
+               3, "alloc_tensor needs a Storage, got NoneType")
+    _run_error([Call(2, B + "alloc_tensor", (r(0), imm(0), imm([2]), imm(F32))), Ret(2)],
+               3, "alloc_tensor needs a Storage, got NDArray")
+    _run_error([storage, Call(2, B + "alloc_tensor", (r(1), imm(0), imm([2]), imm("complex64"))), Ret(2)],
+               3, "unsupported dtype")
+    _run_error([storage, Call(2, B + "alloc_tensor", (r(1), imm(0), imm([-2]), imm(F32))), Ret(2)],
+               3, "negative dimension")
+    # a storage whose block was given back: every view of it was released too
+    st = Storage(NaiveAllocator(hetvm.cpu(0)).alloc(16))
+    st.allocation.force_free()
+    vm = hetvm.VirtualMachine(exe_of([Ret(0)], 1))
+    with pytest.raises(HetvmRuntimeError, match="alloc_tensor on a released storage"):
+        static_alloc_tensor(vm._builtins, 0, [4], F32)(st)
+
+
+def test_specialised_reshape_and_view_at_errors_are_the_general_ones():
+    head = [
+        Call(1, B + "alloc_storage", (imm([48]), imm(0), imm("global"))),
+        Call(2, B + "alloc_tensor", (r(1), imm(0), imm([2, 6]), imm(F32))),
+    ]
+    _run_error(head + [Call(3, B + "reshape", (r(2), imm([5, -1]))), Ret(3)], 4,
+               r"cannot reshape a tensor of shape \(2, 6\)")
+    _run_error(head + [Call(3, B + "reshape", (r(2), imm([7]))), Ret(3)], 4, "cannot reshape")
+    _run_error(head + [Kill(2), Call(3, B + "reshape", (r(2), imm([12]))), Ret(3)], 4,
+               "reshape needs a live tensor, got NoneType")
+    _run_error(head + [Call(3, B + "view_at", (r(2), imm(8), imm([2, 6]))), Ret(3)], 4,
+               "view_at: .* does not fit")
+    _run_error(head + [Call(3, B + "view_at", (r(1), imm(0), imm([2]))), Ret(3)], 4,
+               "view_at needs a live tensor, got Storage")
+
+
+def test_specialised_reshape_and_view_at_results():
+    instrs = [
+        Call(1, B + "alloc_storage", (imm([48]), imm(0), imm("global"))),
+        Call(2, B + "alloc_tensor", (r(1), imm(0), imm([2, 6]), imm(F32))),
+        KernelCall("exp", {}, 0, (r(0), r(2)), 1),
+        Call(3, B + "view_at", (r(2), imm(24), imm([1, 6]))),  # the second row
+        Call(4, B + "reshape", (r(3), imm([-1, 3]))),
+        Call(5, B + "reshape", (r(2), imm([12]))),
+        Call(6, B + "make_tuple", (r(4), r(5))),
+        Kill(3),
+        Kill(2),
+        Kill(1),
+        Ret(6),
+    ]
+    vm = hetvm.VirtualMachine(exe_of(instrs, 7))
+    x = np.arange(12, dtype=F32).reshape(2, 6) / 10
+    row, flat = vm["main"](x)
+    assert row.shape == (2, 3) and flat.shape == (12,)
+    assert row.offset == 24 and flat.offset == 0 and row.allocation is flat.allocation
+    np.testing.assert_allclose(row.numpy(), np.exp(x[1]).reshape(2, 3), rtol=1e-6)
+    np.testing.assert_allclose(flat.numpy(), np.exp(x).ravel(), rtol=1e-6)
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 48
+    del row
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 48
+    del flat
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
+
+
+def test_empty_reshape_falls_back_to_the_general_builtin():
+    instrs = [
+        Call(1, B + "alloc_storage", (imm([0]), imm(0), imm("global"))),
+        Call(2, B + "alloc_tensor", (r(1), imm(0), imm([0, 6]), imm(F32))),
+        Call(3, B + "reshape", (r(2), imm([-1, 0]))),  # NumPy refuses; the builtin makes (0, 0)
+        Kill(2),
+        Kill(1),
+        Ret(3),
+    ]
+    vm = hetvm.VirtualMachine(exe_of(instrs, 4))
+    out = vm["main"](np.zeros((2, 6), F32))
+    assert out.shape == (0, 0)
