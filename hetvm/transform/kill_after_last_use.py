@@ -140,7 +140,11 @@ class _FunctionFacts:
         return out
 
     def call_aliases(self, call: E.Call) -> list[E.Var]:
-        """Arguments a call's result may share bytes with.
+        """Variable arguments a call's result may share bytes with."""
+        return [a for a in self.returnable_args(call) if isinstance(a, E.Var)]
+
+    def returnable_args(self, call: E.Call) -> list[E.Expr]:
+        """Arguments (variables or constants) a call's result may share bytes with.
 
         A module function is analysed (which parameters can flow into its
         result); a user packed function is opaque, so any tensor argument may.
@@ -151,13 +155,31 @@ class _FunctionFacts:
         callee = call.op
         if isinstance(callee, E.GlobalVar):
             indices = self.returned_params_of(callee.name_hint)
-            return [a for i, a in enumerate(call.args) if i in indices and isinstance(a, E.Var)]
+            return [a for i, a in enumerate(call.args) if i in indices]
         if isinstance(callee, E.ExternFunc):
             name = callee.global_symbol
             if name.startswith(("kernel.", "vm.builtin.")):
                 return []
-            return [a for a in call.args if isinstance(a, E.Var)]
+            return list(call.args)
         return []
+
+    def may_be_constant(self, var: E.Var) -> bool:
+        """Whether ``var`` may share a constant's bytes: a callee that returns its
+        argument was passed a constant, an ``If`` branch returns one, or a view
+        of one (transitively). Constants live across calls: never killed."""
+        for v in {self.root(var)} | self.alias_sources(var):
+            value = self.value_of.get(v)
+            if isinstance(value, E.Constant):
+                return True
+            if isinstance(value, E.Call):
+                args = list(self.returnable_args(value))
+                if isinstance(value.op, E.ExternFunc) and value.op.global_symbol in ALIAS_BUILTINS:
+                    args = list(value.args[:1])
+                if any(isinstance(a, E.Constant) for a in args):
+                    return True
+            elif isinstance(value, E.If) and _returns_constant(value):
+                return True
+        return False
 
     def returned_params_of(self, name: str) -> list[int]:
         if name not in self._returned_params:
@@ -231,14 +253,8 @@ class _FunctionFacts:
         value = self.value_of.get(var)
         if value is None or isinstance(value, E.Constant):
             return None
-        if (
-            isinstance(value, E.Call)
-            and isinstance(value.op, E.ExternFunc)
-            and value.op.global_symbol in ALIAS_BUILTINS
-            and value.args
-            and isinstance(value.args[0], E.Constant)
-        ):
-            return None  # a view of a constant: its bytes are the constant's, kept across calls
+        if self.may_be_constant(var):
+            return None  # its bytes may be a constant's, kept across calls
         sinfo = var.struct_info
         if isinstance(sinfo, (S.ShapeStructInfo, S.PrimStructInfo, S.FuncStructInfo)):
             return None
@@ -271,6 +287,18 @@ def _result_vars(node: E.If) -> list[E.Var]:
         elif isinstance(e, E.Var):
             out.append(e)
     return out
+
+
+def _returns_constant(node: E.If) -> bool:
+    """Whether a branch of ``node`` returns a constant (through literal tuples)."""
+    stack: list[E.Expr] = [node.true_branch.body, node.false_branch.body]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, E.Tuple):
+            stack.extend(e.fields)
+        elif isinstance(e, E.Constant):
+            return True
+    return False
 
 
 def _kill_binding(call: E.Call) -> E.VarBinding:

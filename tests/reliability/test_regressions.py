@@ -786,3 +786,48 @@ def test_dead_code_elimination_keeps_a_match_cast_that_defines_symbols():
     np.testing.assert_array_equal(np.asarray(out), [2.0])
     vm = hetvm.VirtualMachine(hetvm.build(from_source(MATCH_CAST_DEFINES_A_LATER_SHAPE)))
     np.testing.assert_array_equal(vm["main"](np.ones(1, "float32")).numpy(), [2.0])
+
+
+CALLEE_RETURNS_A_CONSTANT_ARGUMENT = '''
+@I.ir_module
+class Module:
+    @R.function
+    def helper(p: R.Tensor((1, 1), dtype="int64")) -> R.Tensor((1, 1), dtype="int64"):
+        return p
+
+    @R.function
+    def main(x: R.Tensor((1, 1), dtype="int64")) -> R.Tensor((1, 1), dtype="int64"):
+        cls = Module
+        lv = cls.helper(R.const([[7]], "int64"))
+        lv1 = R.reshape(lv, R.shape([1, 1]))
+        lv2 = R.add(lv1, x)
+        return lv2
+'''
+
+IF_RETURNS_A_CONSTANT = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2,), dtype="float32"), c: R.Tensor((), dtype="bool")) -> R.Tensor((2,), dtype="float32"):
+        if c:
+            lv: R.Tensor((2,), dtype="float32") = R.const([1.0, 2.0], "float32")
+        else:
+            lv: R.Tensor((2,), dtype="float32") = R.exp(x)
+        lv1 = R.add(lv, x)
+        return lv1
+'''
+
+
+def test_a_value_that_may_be_a_constant_is_never_killed():
+    """Found by the long run: `helper` returns its argument, here a constant, so
+    `lv` *is* the constant; KillAfterLastUse killed it after its last use, which
+    with poison=True overwrote the constant (-1 for int64), and every later call
+    read the poison. The same holds for an If whose branch returns a constant."""
+    vm = hetvm.VirtualMachine(hetvm.build(from_source(CALLEE_RETURNS_A_CONSTANT_ARGUMENT)), poison=True)
+    for _ in range(2):  # the second call would read a poisoned constant
+        np.testing.assert_array_equal(vm["main"](np.array([[1]], "int64")).numpy(), [[8]])
+    vm = hetvm.VirtualMachine(hetvm.build(from_source(IF_RETURNS_A_CONSTANT)), poison=True)
+    x = np.array([0.5, -1.0], "float32")
+    for _ in range(2):
+        np.testing.assert_allclose(vm["main"](x, np.array(True)).numpy(), x + [1.0, 2.0], rtol=1e-6)
+        np.testing.assert_allclose(vm["main"](x, np.array(False)).numpy(), x + np.exp(x), rtol=1e-6)
