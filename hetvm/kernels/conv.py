@@ -80,25 +80,6 @@ def _destination(xp: Any, out: Any, dtype: Any) -> Any:
     return xp.empty(out.shape, dtype=dtype)
 
 
-# OpenBLAS (0.3.31, AVX-512 kernels) computes the columns of a product in
-# panels of 8 and pays a pass over the whole left matrix for an odd last
-# column: (256 x 2304) @ (2304 x 49) takes 322 us, with 48 columns 266. So
-# when N = 8k + 1 (odd squares: 7x7, 13x13 maps) the last column is its own
-# matrix-vector product (23 us): 49 columns 331 -> 308 us, 6-7% on every
-# 7x7 layer of ResNet-50 and Inception v2; below 1% from ~700 columns on
-_SPLIT_MAX_COLS = 256
-
-
-def _product(xp, a, b, out) -> None:
-    """``matmul(a, b, out=out)``, the last column apart when that is cheaper."""
-    n = b.shape[-1]
-    if n % 8 == 1 and 8 < n <= _SPLIT_MAX_COLS:
-        xp.matmul(a, b[..., :-1], out=out[..., :-1])
-        xp.matmul(a, b[..., -1:], out=out[..., -1:])
-    else:
-        xp.matmul(a, b, out=out)
-
-
 def _pointwise(xp, x, weight, dst, groups, strides) -> None:
     n, c = x.shape[:2]
     o = weight.shape[0]
@@ -108,7 +89,7 @@ def _pointwise(xp, x, weight, dst, groups, strides) -> None:
     x = xp.ascontiguousarray(x[:, :, :oh, :ow])
     og, cg = o // groups, c // groups
     w = weight.reshape(groups, og, cg)
-    _product(xp, w, x.reshape(n, groups, cg, oh * ow), dst.reshape(n, groups, og, oh * ow))
+    xp.matmul(w, x.reshape(n, groups, cg, oh * ow), out=dst.reshape(n, groups, og, oh * ow))
 
 
 def _kn2row(xp, x, weight, dst, dilation, pads) -> None:
@@ -189,11 +170,13 @@ def _im2col(xp, x, weight, dst, groups, strides, dilation, pads) -> None:
                     cols[:, :, :, j, :, :lo] = 0
                     cols[:, :, :, j, :, hi:] = 0
             out_rows = dst[b, :, r0 : r0 + r].reshape(groups, og, r * ow)  # a view
-            _product(xp, w, cols.reshape(groups, k, r * ow), out_rows)
+            xp.matmul(w, cols.reshape(groups, k, r * ow), out=out_rows)
 
 
 # unsigned integers by size, for moving items as raw bits
 _UINTS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+# the least output width copied by item pairs (see _gather)
+_PAIRED_MIN_ROW = 64
 
 
 def _gather(xp, image, cols, st, offset: int, step: int) -> None:
@@ -202,12 +185,15 @@ def _gather(xp, image, cols, st, offset: int, step: int) -> None:
     item of the image row; NumPy copies such short strided rows slowly, so
     each tap column's rows are read as contiguous runs of item pairs (one
     integer twice the item's size) and narrowed to their first item (the low
-    half, little-endian) by a truncating cast. 1 thread, just the copy:
-    SqueezeNet's 3x224x224 stem 88 -> 46 us, 128x56x56 3x3/2 232 -> 184."""
+    half, little-endian) by a truncating cast. Only on long rows: 1 thread,
+    SqueezeNet's 3x224x224 stem (rows of 111) 88 -> 46 us of copying, its
+    convolution 430 -> 395 us hot and 487 -> 463 with the caches flushed
+    first (as in a model); 128x56x56 3x3/2 (rows of 28) gained 4% hot but lost
+    8% flushed (1504 -> 1625 us)."""
     item = image.itemsize
     wide = _UINTS.get(step * item)
     if (xp is not np or step == 1 or wide is None or item not in _UINTS or sys.byteorder != "little"
-            or not image.flags.c_contiguous):  # fmt: skip
+            or not image.flags.c_contiguous or cols.shape[-1] < _PAIRED_MIN_ROW):  # fmt: skip
         cols[...] = strided(xp, image, cols.shape, st, offset)
         return
     groups, cg, kh, kw, r, ow = cols.shape
@@ -284,7 +270,7 @@ def _im2col_same(xp, x, weight, dst, groups, dilation, pads) -> None:
             cols[...] = runs
             zero_wrapped(cols, kw, dilation[1], pads[1], w)
             out_rows = dst[b, :, r0 : r0 + length // w].reshape(groups, og, length)  # a view
-            _product(xp, wmat, cols.reshape(groups, k, length), out_rows)
+            xp.matmul(wmat, cols.reshape(groups, k, length), out=out_rows)
 
 
 class Geometry(NamedTuple):
