@@ -6,6 +6,7 @@ so ``device_index`` arguments refer to ``Executable.devices``.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -154,6 +155,14 @@ class Builtins:
 # time only what depends on the operand is checked. Any case the fast path does
 # not cover (a released block, a bad fit, another class) falls back to the
 # general builtin, so errors and results are those of the general builtin.
+#
+# The backend array each closure makes is also kept in its block's ``views``
+# (under the closure's key) where the allocator keeps them (pooled): the next
+# call gets the same pooled buffer and reuses the array instead of slicing,
+# viewing and reshaping again (0.4 us a tensor). A reshape or view_at reuses its
+# array only when its source is the very array it was made from (kept alive by
+# the entry, so identity cannot be recycled), which fixes bytes, offset and dtype.
+_keys = itertools.count()
 
 
 def _static_dims(shape: Any) -> tuple[int, ...] | None:
@@ -173,12 +182,18 @@ def static_alloc_tensor(b: Builtins, offset: Any, shape: Any, dtype: Any) -> Cal
         return None
     end = offset + math.prod(dims) * dt.itemsize
     general = b.alloc_tensor
+    key = next(_keys)
 
     def alloc_tensor(storage: Any) -> NDArray:
         if storage.__class__ is Storage:
             block = storage.allocation
             if end <= block.nbytes and not block.freed:
-                data = block.buffer[offset:end].view(dt).reshape(dims)
+                views = block.views
+                data = views.get(key) if views is not None else None
+                if data is None:
+                    data = block.buffer[offset:end].view(dt).reshape(dims)
+                    if views is not None:
+                        views[key] = data
                 return NDArray(data, block.allocator.device, block, offset)
         return general(storage, offset, dims, dtype)
 
@@ -192,6 +207,7 @@ def static_view_at(b: Builtins, offset: Any, shape: Any) -> Callable | None:
         return None
     count = math.prod(dims)
     general = b.view_at
+    key = next(_keys)
 
     def view_at(src: Any) -> NDArray:
         if src.__class__ is NDArray and not src._released:
@@ -200,8 +216,14 @@ def static_view_at(b: Builtins, offset: Any, shape: Any) -> Callable | None:
             size = count * data.itemsize
             if offset + size <= data.nbytes and not block.freed:
                 start = src.offset + offset
-                data = block.buffer[start : start + size].view(data.dtype).reshape(dims)
-                return NDArray(data, block.allocator.device, block, start)
+                views = block.views
+                hit = views.get(key) if views is not None else None
+                if hit is not None and hit[0] is data:
+                    return NDArray(hit[1], block.allocator.device, block, start)
+                out = block.buffer[start : start + size].view(data.dtype).reshape(dims)
+                if views is not None:
+                    views[key] = (data, out)
+                return NDArray(out, block.allocator.device, block, start)
         return general(src, offset, dims)
 
     return view_at
@@ -215,14 +237,24 @@ def static_reshape(b: Builtins, shape: Any) -> Callable | None:
     if dims is None:
         return None
     general = b.reshape
+    key = next(_keys)
 
     def reshape(src: Any) -> NDArray:
-        if src.__class__ is NDArray and not src._released and not src.allocation.freed:
-            try:
-                data = src._data.reshape(dims)
-            except ValueError:  # no such reshape: the general builtin says why
-                return general(src, dims)
-            return NDArray(data, src.device, src.allocation, src.offset)
+        if src.__class__ is NDArray and not src._released:
+            block = src.allocation
+            if not block.freed:
+                data = src._data
+                views = block.views
+                hit = views.get(key) if views is not None else None
+                if hit is not None and hit[0] is data:
+                    return NDArray(hit[1], src.device, block, src.offset)
+                try:
+                    out = data.reshape(dims)
+                except ValueError:  # no such reshape: the general builtin says why
+                    return general(src, dims)
+                if views is not None:
+                    views[key] = (data, out)
+                return NDArray(out, src.device, block, src.offset)
         return general(src, dims)
 
     return reshape

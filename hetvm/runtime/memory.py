@@ -46,15 +46,22 @@ def _exiting() -> None:
 class Allocation:
     """One allocated block of ``nbytes`` on a device, with a reference count."""
 
-    __slots__ = ("buffer", "nbytes", "refs", "allocator", "freed", "serial", "__weakref__")
+    __slots__ = ("buffer", "nbytes", "refs", "allocator", "freed", "serial", "views", "__weakref__")
 
-    def __init__(self, buffer: Any, nbytes: int, allocator: Allocator, serial: int = 0) -> None:
+    def __init__(
+        self, buffer: Any, nbytes: int, allocator: Allocator, serial: int = 0, views: dict | None = None
+    ) -> None:
         self.serial = serial
         self.buffer = buffer
         self.nbytes = nbytes
         self.refs = 0
         self.allocator = allocator
         self.freed = False
+        # Backend arrays over ``buffer`` made by the VM's specialised builtins, by
+        # instruction (see ``builtins.static_alloc_tensor``). A pooled buffer keeps
+        # them across calls, so a call that gets the buffer back reuses its views
+        # instead of slicing them again; None where nothing is kept (naive).
+        self.views = views
 
     @property
     def device(self) -> Device:
@@ -159,9 +166,9 @@ class Allocator:
         if nbytes < 0:
             raise HetvmRuntimeError(f"negative allocation of {nbytes} bytes on {self.device}")
         self.alloc_calls += 1
-        buffer = self._take(nbytes)
+        buffer, views = self._take(nbytes)
         self.serial += 1
-        block = Allocation(buffer, nbytes, self, self.serial)
+        block = Allocation(buffer, nbytes, self, self.serial, views)
         self.bytes_in_use += nbytes
         if self.bytes_in_use > self.peak_bytes:
             self.peak_bytes = self.bytes_in_use
@@ -180,7 +187,7 @@ class Allocator:
         if self.poison:
             poison_buffer(block.buffer)
         self._give_back(block)
-        block.buffer = None
+        block.buffer = block.views = None
         if self.on_event is not None:
             self.on_event("free", self.device, block.nbytes)
 
@@ -224,8 +231,9 @@ class Allocator:
         self.raw_allocs += 1
         return self.api.raw_alloc(nbytes)
 
-    def _take(self, nbytes: int) -> Any:
-        return self._raw(nbytes)
+    def _take(self, nbytes: int) -> tuple[Any, dict | None]:
+        """A buffer and its kept views (see ``Allocation.views``)."""
+        return self._raw(nbytes), None
 
     def _give_back(self, block: Allocation) -> None:
         self.api.raw_free(block.buffer, block.nbytes)
@@ -238,39 +246,40 @@ class NaiveAllocator(Allocator):
 
 
 class PooledAllocator(Allocator):
-    """Keeps freed blocks by size and reuses one of exactly the requested size."""
+    """Keeps freed blocks by size and reuses one of exactly the requested size.
+
+    A pooled buffer keeps the views carved from it (``Allocation.views``): they
+    are views of the same bytes whichever block gets the buffer next."""
 
     name = "pooled"
 
     def __init__(self, dev: Device, *, poison: bool = False) -> None:
         super().__init__(dev, poison=poison)
-        self._pool: dict[int, list[Any]] = {}
+        self._pool: dict[int, list[tuple[Any, dict]]] = {}
         # a dropped VM's pool goes back to the device (else its bytes count forever)
         fin = weakref.finalize(self, _free_pool, self.api, self._pool)
         fin.atexit = False
 
-    def _take(self, nbytes: int) -> Any:
+    def _take(self, nbytes: int) -> tuple[Any, dict | None]:
         bucket = self._pool.get(nbytes)
         if bucket:
             self.pool_bytes -= nbytes
             return bucket.pop()
-        return self._raw(nbytes)
+        return self._raw(nbytes), {}
 
     def _give_back(self, block: Allocation) -> None:
-        self._pool.setdefault(block.nbytes, []).append(block.buffer)
+        views = block.views if block.views is not None else {}
+        self._pool.setdefault(block.nbytes, []).append((block.buffer, views))
         self.pool_bytes += block.nbytes
 
     def release_all(self) -> None:
-        for nbytes, bucket in self._pool.items():
-            for buf in bucket:
-                self.api.raw_free(buf, nbytes)
-        self._pool.clear()
+        _free_pool(self.api, self._pool)
         self.pool_bytes = 0
 
 
-def _free_pool(api: Any, pool: dict[int, list[Any]]) -> None:
+def _free_pool(api: Any, pool: dict[int, list[tuple[Any, dict]]]) -> None:
     for nbytes, bucket in pool.items():
-        for buf in bucket:
+        for buf, _views in bucket:
             api.raw_free(buf, nbytes)
     pool.clear()
 

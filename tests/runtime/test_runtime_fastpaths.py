@@ -280,3 +280,45 @@ def test_empty_reshape_falls_back_to_the_general_builtin():
     vm = hetvm.VirtualMachine(exe_of(instrs, 4))
     out = vm["main"](np.zeros((2, 6), F32))
     assert out.shape == (0, 0)
+
+
+def test_pooled_buffers_keep_their_views_across_calls():
+    vm = hetvm.VirtualMachine(reshape_exe(), allocator="pooled")
+    x = np.ones((2, 6), F32)
+    first = vm["main"](x)
+    data = first._data
+    del first  # the arena goes back to the pool with the views carved from it
+    second = vm["main"](x)
+    assert second._data is data  # the same reshape of the same pooled buffer
+    np.testing.assert_allclose(second.numpy(), np.e, rtol=1e-6)
+    held = vm["main"](x)  # the pooled buffer is still held: a fresh one, fresh views
+    assert held._data is not data and not np.shares_memory(held._data, data)
+    del second, held
+    vm.release_pools()
+    assert vm.allocator(0).pool_bytes == 0 and vm.allocator(0)._pool == {}
+
+
+def test_naive_blocks_keep_no_views():
+    vm = hetvm.VirtualMachine(reshape_exe(), allocator="naive")
+    out = vm["main"](np.ones((2, 6), F32))
+    assert out.allocation.views is None
+
+
+def test_kept_views_follow_their_source():
+    from hetvm.runtime.builtins import static_reshape, static_view_at
+
+    vm = hetvm.VirtualMachine(exe_of([Ret(0)], 1))
+    alloc = PooledAllocator(hetvm.cpu(0))
+    block = alloc.alloc(64)
+    block.buffer[:] = np.arange(64, dtype=np.uint8)
+    a = view(block, 0, (8,), F32)
+    b = view(block, 32, (8,), F32)
+    flat, row = static_reshape(vm._builtins, [2, 4]), static_view_at(vm._builtins, 16, [4])
+    for src in (a, b, a, b):  # each source gets its own view, never the other's
+        got = flat(src)
+        assert got.offset == src.offset and np.shares_memory(got._data, src._data)
+        np.testing.assert_array_equal(got._data.ravel(), src._data)
+        tail = row(src)
+        assert tail.offset == src.offset + 16
+        np.testing.assert_array_equal(tail._data, src._data[4:])
+    assert len(block.views) == 2
