@@ -112,6 +112,10 @@ def _fmt_shape(shape: Any) -> str:
     return "(" + ", ".join(prim_to_str(d) for d in shape) + ")"
 
 
+def _suffix(shape: Any) -> str:
+    return f" (shape {_fmt_shape(shape[0])}, given {tuple(shape[1])})" if shape else ""
+
+
 class ShapeBinder:
     """Binds and checks symbolic variables for one function call."""
 
@@ -128,14 +132,18 @@ class ShapeBinder:
                 f"{_fmt_shape(pattern)}, given {len(given)}: {tuple(given)}"
             )
         for i, (p, g) in enumerate(zip(pattern, given)):
-            self.bind_value(f"{what} dimension {i}", p, int(g), shape=(pattern, given))
+            g = int(g)
+            if p.__class__ is int and p == g:  # a static dimension that matches: most of them
+                continue
+            self.bind_value(f"{what} dimension {i}", p, g, shape=(pattern, given))
 
     def bind_value(self, what: str, p: Any, g: Any, shape: Any = None) -> None:
-        suffix = f" (shape {_fmt_shape(shape[0])}, given {tuple(shape[1])})" if shape else ""
+        """Checks ``g`` against ``p`` (binding a variable); runs on every call, so
+        the error text (``shape`` is for it) is made only for an error."""
         if not isinstance(p, list):
             if p != g:
                 raise HetvmRuntimeError(
-                    f"{what} of function '{self.func}': expected {p}, given {g}{suffix}"
+                    f"{what} of function '{self.func}': expected {p}, given {g}{_suffix(shape)}"
                 )
             return
         if p[0] == "var":
@@ -144,7 +152,7 @@ class ShapeBinder:
                 if self.env[name] != g:
                     raise HetvmRuntimeError(
                         f"{what} of function '{self.func}': expected {name} = {self.env[name]} "
-                        f"(bound earlier), given {g}{suffix}"
+                        f"(bound earlier), given {g}{_suffix(shape)}"
                     )
             else:
                 self.env[name] = g

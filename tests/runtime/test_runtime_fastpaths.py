@@ -322,3 +322,17 @@ def test_kept_views_follow_their_source():
         assert tail.offset == src.offset + 16
         np.testing.assert_array_equal(tail._data, src._data[4:])
     assert len(block.views) == 2
+
+
+def test_shape_errors_still_name_the_whole_shape():
+    vm = hetvm.VirtualMachine(reshape_exe())
+    with pytest.raises(HetvmRuntimeError, match=r"parameter 'x' dimension 1 .*expected 6, given 5 "
+                       r"\(shape \(2, 6\), given \(2, 5\)\)"):
+        vm["main"](np.ones((2, 5), F32))
+    from hetvm.runtime.shapes import ShapeBinder
+
+    binder = ShapeBinder({"n": 3}, {}, "f")
+    binder.bind_dims("x", [["var", "n"], 2], (3, 2))
+    with pytest.raises(HetvmRuntimeError, match=r"expected n = 3 \(bound earlier\), given 4 "
+                       r"\(shape \(n, 2\), given \(4, 2\)\)"):
+        binder.bind_dims("x", [["var", "n"], 2], (4, 2))
