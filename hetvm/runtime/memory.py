@@ -85,7 +85,39 @@ class Allocation:
             self.allocator.free(self)
 
 
-class Storage:
+class BlockHolder:
+    """An object holding one counted reference to an ``Allocation`` (``allocation``),
+    dropped once: by ``release()`` (a Kill) or, failing that, at garbage collection.
+
+    Why ``__del__`` and not ``weakref.finalize``: a finalizer costs more to make
+    and to run than the rest of a tensor, and the VM makes one tensor per
+    instruction. ``_released`` makes the release happen at most once. Nothing is
+    released once the interpreter is exiting (as finalizers with ``atexit=False``
+    did): the allocators may be half torn down by then.
+    """
+
+    __slots__ = ()
+    allocation: Allocation
+    _released: bool
+
+    def release(self) -> None:
+        """Drops this object's reference to its block (idempotent)."""
+        if not self._released:
+            self._released = True
+            self.allocation.release()
+
+    def __del__(self, _running: list = RUNNING) -> None:
+        try:
+            if self._released:
+                return
+        except AttributeError:  # __init__ failed before the reference was counted
+            return
+        self._released = True
+        if _running[0]:
+            self.allocation.release()
+
+
+class Storage(BlockHolder):
     """A device allocation of ``nbytes`` bytes that tensors are carved from.
 
     The Storage object itself holds one reference to its block; ``release()``
@@ -100,18 +132,6 @@ class Storage:
         allocation.retain()
         self._released = False
 
-    def __del__(self, _running: list = RUNNING) -> None:
-        """Garbage collection drops the reference no ``release()`` dropped (see
-        ``NDArray.__del__`` for why this is not a ``weakref.finalize``)."""
-        try:
-            if self._released:
-                return
-        except AttributeError:  # __init__ failed before the reference was counted
-            return
-        self._released = True
-        if _running[0]:
-            self.allocation.release()
-
     @property
     def device(self) -> Device:
         return self.allocation.allocator.device
@@ -123,12 +143,6 @@ class Storage:
     @property
     def alive(self) -> bool:
         return not self._released and not self.allocation.freed
-
-    def release(self) -> None:
-        """Drops this storage's reference (idempotent)."""
-        if not self._released:
-            self._released = True
-            self.allocation.release()
 
     def __repr__(self) -> str:
         state = "" if self.alive else ", released"

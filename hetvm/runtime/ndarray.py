@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import HetvmRuntimeError
 from .device import Device, copy_array, cpu, get_api
-from .memory import POISON_BYTE, RUNNING, Allocation, Allocator, default_allocator
+from .memory import POISON_BYTE, Allocation, Allocator, BlockHolder, default_allocator
 
 __all__ = ["NDArray", "ShapeTuple", "array", "empty", "view", "np_dtype", "nbytes_of"]
 
@@ -64,7 +64,7 @@ def nbytes_of(shape: Sequence[int], dtype: Any) -> int:
     return n
 
 
-class NDArray:
+class NDArray(BlockHolder):
     """A dense tensor living in a device block.
 
     ``_data`` is the backend array (NumPy or CuPy) that kernels receive; the
@@ -81,24 +81,6 @@ class NDArray:
         self._killable = True
         allocation.refs += 1  # Allocation.retain, inlined: one per VM instruction
         self._released = False
-
-    def __del__(self, _running: list = RUNNING) -> None:
-        """Garbage collection drops the reference that no ``release()`` dropped.
-
-        Why ``__del__`` and not ``weakref.finalize``: a finalizer costs more to
-        make and to run than the rest of a tensor, and the VM makes one tensor
-        per instruction. ``_released`` makes the release happen at most once.
-        Nothing is released once the interpreter is exiting (as finalizers with
-        ``atexit=False`` did): the allocators may be half torn down by then.
-        """
-        try:
-            if self._released:
-                return
-        except AttributeError:  # __init__ failed before the reference was counted
-            return
-        self._released = True
-        if _running[0]:
-            self.allocation.release()
 
     def __copy__(self) -> NDArray:
         """Another view of the same bytes, holding its own reference."""
@@ -150,12 +132,6 @@ class NDArray:
         out = empty(self.shape, self.dtype, target)
         copy_array(self.device, self._data, target, out._data)
         return out
-
-    def release(self) -> None:
-        """Drops this view's reference to its block (idempotent)."""
-        if not self._released:
-            self._released = True
-            self.allocation.release()
 
     def _check_alive(self, what: str) -> None:
         if not self.alive:

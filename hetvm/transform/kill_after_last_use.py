@@ -276,29 +276,27 @@ def _may_hold_tensor(sinfo: S.StructInfo | None) -> bool:
     return True
 
 
-def _result_vars(node: E.If) -> list[E.Var]:
-    """Variables the branches of ``node`` return (through literal tuples)."""
-    out: list[E.Var] = []
+def _branch_results(node: E.If) -> list[E.Expr]:
+    """What the branches of ``node`` return, through literal tuples."""
+    out: list[E.Expr] = []
     stack: list[E.Expr] = [node.true_branch.body, node.false_branch.body]
     while stack:
         e = stack.pop()
         if isinstance(e, E.Tuple):
             stack.extend(e.fields)
-        elif isinstance(e, E.Var):
+        else:
             out.append(e)
     return out
 
 
+def _result_vars(node: E.If) -> list[E.Var]:
+    """Variables the branches of ``node`` return (through literal tuples)."""
+    return [e for e in _branch_results(node) if isinstance(e, E.Var)]
+
+
 def _returns_constant(node: E.If) -> bool:
     """Whether a branch of ``node`` returns a constant (through literal tuples)."""
-    stack: list[E.Expr] = [node.true_branch.body, node.false_branch.body]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, E.Tuple):
-            stack.extend(e.fields)
-        elif isinstance(e, E.Constant):
-            return True
-    return False
+    return any(isinstance(e, E.Constant) for e in _branch_results(node))
 
 
 def _kill_binding(call: E.Call) -> E.VarBinding:
