@@ -345,10 +345,12 @@ def _process_seq(
         call = facts.kill_call(root)
         if call is None:
             continue
+        # alias registers cleared with the root; an alias bound inside a branch (an
+        # If result read here may be it) is not in scope here and is left alone
         extra = [
             _kill_binding(E.Call(get_op("vm.kill_object"), (a,), struct_info=UNIT))
             for a in aliases.get(root, [])
-            if a not in facts.outputs and a not in branch_outputs
+            if a not in facts.outputs and a not in branch_outputs and (a in defined or a in outer)
         ]
         kills_after.setdefault(last_use[root], []).extend(extra + [_kill_binding(call)])
     # rebuild, recursing into If branches
