@@ -11,6 +11,11 @@ encoder built with ``onnx.helper``, at batch 1 and 8, in one run:
 
     python benchmarks/onnx_models.py [--threads 1] [--repeat 5] [--batches 1,8]
                                      [--models squeezenet,encoder] [--devices cpu]
+                                     [--ort-level all|extended|basic]
+
+``--ort-level extended`` times ORT without its NCHWc layout transform (blocked
+direct convolutions): the im2col + SGEMM path hetvm also takes, which shows how
+much of ORT's lead is that one kernel family.
 
 The ORT columns are left out when onnxruntime is not installed
 (``pip install onnxruntime``). Issue 7's target: latency at most 1.5x ORT's
@@ -219,7 +224,13 @@ def bench_hetvm(model, feeds, devices: str, repeat: int) -> dict:
     return {"seconds": seconds, "import_s": t1 - t0, "build_s": t2 - t1, "outputs": arrays, **total}
 
 
-def bench_ort(model, feeds, threads: int, repeat: int) -> dict | None:
+# ORT graph optimisation levels: "all" (ORT's default) includes the NCHWc layout
+# transform, whose blocked direct convolutions are most of ORT's lead on
+# convolutional models; "extended" stops before it (im2col + SGEMM, like hetvm)
+ORT_LEVELS = ("all", "extended", "basic")
+
+
+def bench_ort(model, feeds, threads: int, repeat: int, level: str = "all") -> dict | None:
     try:
         import onnxruntime as ort
     except ImportError:
@@ -228,6 +239,11 @@ def bench_ort(model, feeds, threads: int, repeat: int) -> dict | None:
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
+    opts.graph_optimization_level = {
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    }[level]
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     holder: list = []
 
@@ -262,6 +278,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--models", default=",".join(LIGHT + ["encoder"]))
     ap.add_argument("--devices", default="cpu", help="hetvm devices, e.g. sim:0,cpu")
+    ap.add_argument("--ort-level", choices=ORT_LEVELS, default="all",
+                    help="ORT graph optimisation level (all: ORT's default, with NCHWc; extended: without)")
     args = ap.parse_args(argv)
     import onnx
 
@@ -272,7 +290,8 @@ def main(argv: list[str] | None = None) -> None:
         import onnxruntime  # noqa: F401
     except ImportError:
         has_ort = False
-    print(f"hetvm vs ONNX Runtime, {args.threads} thread(s), median of {args.repeat}, hetvm on {args.devices}")
+    print(f"hetvm vs ONNX Runtime (optimisation level {args.ort_level}), {args.threads} thread(s), "
+          f"median of {args.repeat}, hetvm on {args.devices}")
     if not has_ort:
         print("(onnxruntime is not installed: ORT columns left out; pip install onnxruntime)")
     head = f"{'model':<14}{'batch':>5} {'hetvm ms':>10}"
@@ -301,7 +320,7 @@ def main(argv: list[str] | None = None) -> None:
             o = None
             if has_ort:
                 try:
-                    o = bench_ort(model, feeds, args.threads, args.repeat)
+                    o = bench_ort(model, feeds, args.threads, args.repeat, args.ort_level)
                 except Exception as err:  # noqa: BLE001
                     print(f"{label} ORT failed: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
                 if o is not None:
