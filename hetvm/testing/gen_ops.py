@@ -340,6 +340,13 @@ def op_concat(g: FunctionGen) -> E.Expr | None:
     parts = [x, y] if g.draw_bool() else [y, x]
     if g.draw_bool(0.3):
         parts.append(x)
+    elif g.draw_bool(0.5):
+        # fresh copies of x on axis 0, whose slices are contiguous: what ConcatInPlace
+        # computes straight into the output (permute_dims: a copy kernel for every dtype)
+        axis = 0
+        identity = tuple(range(len(shape)))
+        count = g.draw_int(2, 3)
+        parts = [g.emit(R.permute_dims(x, identity)) if g.draw_bool(0.8) else x for _ in range(count)]
     return R.concat(E.Tuple(tuple(parts)), axis=axis if g.draw_bool(0.8) else axis - len(shape))
 
 

@@ -16,11 +16,12 @@ and the peak simulation alike).
 
 A concat is rewritten when, in one binding block:
 
-* its output is an allocation with a static shape whose dimensions before the
-  axis are all 1 (batch 1 on channels, or axis 0), so that each input's slice
-  is one contiguous run of bytes;
+* its output is an allocation whose dimensions before the axis are all 1 (batch
+  1 on channels, or axis 0), so that each input's slice is one contiguous run of
+  bytes; shapes may be symbolic in variables the parameters define (the offsets
+  are then expressions the VM evaluates per call);
 * every input is a distinct variable bound to an allocation of the same dtype,
-  device and memory scope with a static shape, not yet placed into another
+  device and memory scope, not yet placed into another
   concat, and neither the output nor any input is what the block returns
   (also as a field of a returned tuple: results never alias one another).
 
@@ -42,7 +43,7 @@ block's final buffer held from the block's start), so DenseNet keeps its copies.
 
 from __future__ import annotations
 
-import math
+import functools
 from dataclasses import dataclass
 
 from ..ir import expr as E
@@ -65,24 +66,25 @@ PURE_VIEW_AT = E.ExternFunc(VIEW_AT_BUILTIN, struct_info=S.FuncStructInfo(None, 
 
 @dataclass(frozen=True)
 class _Alloc:
-    """A ``builtin.alloc_tensor`` binding with a static shape."""
+    """A ``builtin.alloc_tensor`` binding whose shape uses only symbolic variables
+    the function's parameters define (so the allocation can move earlier)."""
 
     pos: int
     binding: E.VarBinding
-    shape: tuple[int, ...]
+    shape: tuple[P.PrimExpr, ...]
     dtype: str
     where: tuple  # (device index, memory scope): inputs must match the output's
 
 
-def _static_alloc(pos: int, binding: E.Binding) -> _Alloc | None:
+def _alloc_site(pos: int, binding: E.Binding, entry_vars: set) -> _Alloc | None:
     value = getattr(binding, "value", None)
     if not (isinstance(value, E.Call) and isinstance(value.op, E.Op) and value.op.name == ALLOC_OP):
         return None
     shape_arg, dtype_arg = value.args[0], value.args[1]
     if not isinstance(shape_arg, E.ShapeExpr) or not isinstance(dtype_arg, E.DataTypeImm):
         return None
-    dims = tuple(P.const_value(d) for d in shape_arg.values)
-    if any(d is None for d in dims):
+    dims = tuple(P.simplify(d) for d in shape_arg.values)
+    if any(v not in entry_vars for d in dims for v in P.free_vars(d)):
         return None
     where = tuple(
         (P.const_value(a.value) if isinstance(a, E.PrimValue) else a.value if isinstance(a, E.StringImm) else a)
@@ -110,14 +112,14 @@ def _concat_parts(binding: E.Binding, tuples: dict[E.Var, E.Tuple]) -> tuple[lis
 class _BlockPlan:
     """Which allocations become views of which, in one binding block."""
 
-    def __init__(self, block: E.BindingBlock, kept: set[E.Var], nested: bool) -> None:
+    def __init__(self, block: E.BindingBlock, kept: set[E.Var], nested: bool, entry_vars: set) -> None:
         self.nested = nested
         self.allocs: dict[E.Var, _Alloc] = {}
-        self.parent: dict[E.Var, tuple[E.Var, int]] = {}  # input -> (concat output, byte offset)
+        self.parent: dict[E.Var, tuple[E.Var, P.PrimExpr]] = {}  # input -> (concat output, byte offset)
         self.dropped: set[int] = set()  # positions of the concat calls made redundant
         tuples: dict[E.Var, E.Tuple] = {}
         for pos, b in enumerate(block.bindings):
-            alloc = _static_alloc(pos, b)
+            alloc = _alloc_site(pos, b, entry_vars)
             if alloc is not None:
                 self.allocs[b.var] = alloc
                 continue
@@ -133,7 +135,7 @@ class _BlockPlan:
             return False
         ndim = len(out.shape)
         axis = axis + ndim if axis < 0 else axis
-        if not 0 <= axis < ndim or math.prod(out.shape[:axis]) != 1:
+        if not 0 <= axis < ndim or any(P.const_value(d) != 1 for d in out.shape[:axis]):
             return False
         fields: list[_Alloc] = []
         for x in inputs:
@@ -144,16 +146,19 @@ class _BlockPlan:
                 return False  # x is a rewritten concat's output
             if alloc.dtype != out.dtype or alloc.where != out.where or len(alloc.shape) != ndim:
                 return False
-            if alloc.shape[:axis] + alloc.shape[axis + 1 :] != out.shape[:axis] + out.shape[axis + 1 :]:
+            others = [(a, b) for i, (a, b) in enumerate(zip(alloc.shape, out.shape)) if i != axis]
+            if not all(P.prove_equal(a, b) for a, b in others):
                 return False
             fields.append(alloc)
-        if sum(f.shape[axis] for f in fields) != out.shape[axis]:
+        if not P.prove_equal(functools.reduce(P.add, (f.shape[axis] for f in fields), 0), out.shape[axis]):
             return False
-        run = math.prod(out.shape[axis + 1 :]) * S.dtype_nbytes(out.dtype)  # bytes per index on the axis
-        offset = 0
+        run: P.PrimExpr = P.as_prim(S.dtype_nbytes(out.dtype))  # bytes per index on the axis
+        for d in out.shape[axis + 1 :]:
+            run = P.mul(run, d)
+        offset: P.PrimExpr = P.as_prim(0)
         for f in fields:
             self.parent[f.binding.var] = (output, offset)  # type: ignore[index]
-            offset += f.shape[axis] * run
+            offset = P.add(offset, P.mul(f.shape[axis], run))
         return True
 
     def emission(self) -> tuple[dict[int, list[E.Var]], set[E.Var]]:
@@ -196,10 +201,26 @@ def _result_vars(seq: E.SeqExpr) -> set[E.Var]:
     return out
 
 
+def _entry_vars(func: E.Function) -> set:
+    """Symbolic variables the parameters define (a bare variable as a dimension or
+    a shape value): known from the function's entry on."""
+    out: set = set()
+    stack = [p.struct_info for p in func.params]
+    while stack:
+        sinfo = stack.pop()
+        if isinstance(sinfo, S.TupleStructInfo):
+            stack.extend(sinfo.fields)
+        elif isinstance(sinfo, (S.TensorStructInfo, S.ShapeStructInfo)):
+            dims = sinfo.shape if isinstance(sinfo, S.TensorStructInfo) else sinfo.values
+            out.update(d for d in dims or () if isinstance(d, P.PrimVar))
+    return out
+
+
 class _Rewriter(ExprMutator):
-    def __init__(self, mod: IRModule, nested: bool) -> None:
+    def __init__(self, mod: IRModule, nested: bool, entry_vars: set) -> None:
         super().__init__(mod)
         self.nested = nested
+        self.entry_vars = entry_vars
         self._kept: set[E.Var] = set()  # the current SeqExpr's result variables
 
     def visit_seq_expr(self, seq: E.SeqExpr) -> E.SeqExpr:
@@ -210,7 +231,7 @@ class _Rewriter(ExprMutator):
             self._kept = outer
 
     def visit_binding_block(self, block: E.BindingBlock) -> E.BindingBlock:
-        plan = _BlockPlan(block, self._kept, self.nested)
+        plan = _BlockPlan(block, self._kept, self.nested, self.entry_vars)
         if not plan.dropped:
             return super().visit_binding_block(block)
         at, moved = plan.emission()
@@ -234,7 +255,7 @@ class _Rewriter(ExprMutator):
         sinfo = var.struct_info
         view = E.Call(
             PURE_VIEW_AT,
-            (par, E.PrimValue(offset), E.ShapeExpr(alloc.shape)),
+            (par, E.PrimValue(offset), alloc.binding.value.args[0]),  # type: ignore[attr-defined]
             sinfo_args=(sinfo,),
             struct_info=sinfo,
             span=alloc.binding.value.span,
@@ -259,7 +280,7 @@ class ConcatInPlace(Pass):
         bound; ``func`` itself when neither does (or nothing is placed)."""
         before: dict | None = None
         for nested in (True, False):
-            new = _Rewriter(mod, nested).visit_expr(func)
+            new = _Rewriter(mod, nested, _entry_vars(func)).visit_expr(func)
             if new is func:
                 return func
             if before is None:

@@ -291,3 +291,26 @@ def test_views_on_a_simulated_accelerator():
     out = hetvm.VirtualMachine(exe, [sim], poison=True)["main"](hetvm.nd.array(x, sim))
     got = out.copyto(hetvm.cpu(0)).numpy()
     np.testing.assert_array_equal(got, build_and_run(mod, x, disabled=["ConcatInPlace"]))
+
+
+def test_symbolic_shapes_give_symbolic_offsets():
+    """A dimension the parameters define may be symbolic: the offsets are then
+    expressions the VM evaluates per call."""
+    from hetvm.ir import prim as P
+
+    n = P.PrimVar("n")
+    x = Var("x", struct_info=TensorStructInfo((n, 3), F32))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        a = bb.emit(op.exp(x))
+        b = bb.emit(op.nn.relu(x))
+        c = bb.emit(op.concat(E.Tuple((a, b)), axis=0))
+        bb.emit_func_output(bb.emit(op.multiply(c, c)))
+    mod = bb.get()
+    text = lower(mod).script()
+    assert text.count("vm.builtin.view_at") == 2 and '"kernel.concat"' not in text
+    for rows in (1, 4, 0):
+        xv = _rand(rows, 3)
+        _same_result(mod, xv)
+        c = np.concatenate([np.exp(xv), np.maximum(xv, 0)])
+        np.testing.assert_allclose(build_and_run(mod, xv), c * c, rtol=1e-6)
