@@ -2,7 +2,7 @@
 
 Order matters and each step is a named pass (see ``default_pipeline``):
 Normalize → FoldConstant → FoldScaleAxis → ReorderPoolConv → FuseConvEpilogue → FuseChannelAffine →
-PlanDevices → MatchJoinedShapes → LegalizeOps → ToNonDataflow → CallTIRRewrite → ConcatInPlace → StaticPlanBlockMemory → LowerAllocTensor →
+FusePoolEpilogue → PlanDevices → MatchJoinedShapes → LegalizeOps → ToNonDataflow → CallTIRRewrite → ConcatInPlace → StaticPlanBlockMemory → LowerAllocTensor →
 KillAfterLastUse, then VM codegen (or graph-executor codegen).
 """
 
@@ -22,6 +22,7 @@ from .transform import (
     FoldScaleAxis,
     FuseChannelAffine,
     FuseConvEpilogue,
+    FusePoolEpilogue,
     KillAfterLastUse,
     LegalizeOps,
     LowerAllocTensor,
@@ -64,6 +65,7 @@ def default_pipeline(
         ReorderPoolConv(),
         FuseConvEpilogue(),
         FuseChannelAffine(),
+        FusePoolEpilogue(),
         PlanDevices(
             default_vdevice=default_vdevice,
             host_vdevice=host_vdevice,

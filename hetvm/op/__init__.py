@@ -39,6 +39,8 @@ nn.conv2d_bias_act         data, weight, bias (C,)               nn.conv2d's att
 nn.conv2d_bias_add_act     data, weight, bias (C,), residual     nn.conv2d's attrs, activation (hetvm-only,
                                                                  from FuseConvEpilogue)
 nn.scale_shift_act         data, scale (C,), shift (C,)          activation (hetvm-only, FuseChannelAffine)
+nn.max_pool2d_bias_act     data, bias (C,)                       nn.max_pool2d's attrs, activation (hetvm-only,
+                                                                 from FusePoolEpilogue)
 nn.max_pool2d              data                                  pool_size: 2-tuple, strides: 2-tuple,
 nn.avg_pool2d                                                    padding: pad4, dilation: 2-tuple,
                                                                  ceil_mode: bool, count_include_pad: bool,

@@ -11,6 +11,7 @@ from .fold_constant import FoldConstant
 from .fold_scale_axis import FoldScaleAxis
 from .fuse_channel_affine import FuseChannelAffine
 from .fuse_conv_epilogue import FuseConvEpilogue
+from .fuse_pool_epilogue import FusePoolEpilogue
 from .kill_after_last_use import KillAfterLastUse
 from .legalize_ops import LegalizeOps
 from .lower_alloc_tensor import LowerAllocTensor
@@ -44,6 +45,7 @@ __all__ = [
     "FoldScaleAxis",
     "FuseChannelAffine",
     "FuseConvEpilogue",
+    "FusePoolEpilogue",
     "KillAfterLastUse",
     "LegalizeOps",
     "LowerAllocTensor",

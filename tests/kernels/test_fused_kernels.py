@@ -157,3 +157,25 @@ def test_large_batches_run_image_by_image(monkeypatch, groups):
     np.testing.assert_allclose(out, np.maximum(whole + b.reshape(-1, 1, 1), 0), rtol=1e-5, atol=1e-5)
     get_kernel("nn.conv2d_bias_add_act", "cpu")(np, attrs, x, w, b, r, out)
     np.testing.assert_allclose(out, np.maximum(whole + b.reshape(-1, 1, 1) + r, 0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("activation", ["none", "relu"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("k,s,p,ceil", [((3, 3), (2, 2), (0, 0, 0, 0), False), ((3, 3), (2, 2), (1, 1, 1, 1), False),
+                                        ((2, 2), (2, 2), (0, 0, 1, 1), True), ((3, 3), (1, 1), (1, 1, 1, 1), False)])  # fmt: skip
+def test_max_pool2d_bias_act_is_pool_then_bias_then_activation(activation, dtype, k, s, p, ceil):
+    """The definition: activation(max_pool(x) + b). A window wholly in padding
+    (the third geometry's last column) gives -inf from the pool, so 0 after relu."""
+    x, b = rand(2, 5, 9, 8, dtype=dtype), rand(5, dtype=dtype)
+    pool = {"pool_size": k, "strides": s, "padding": p, "dilation": (1, 1), "ceil_mode": ceil,
+            "count_include_pad": False, "layout": "NCHW", "out_layout": "NCHW"}  # fmt: skip
+    oh = (9 + p[0] + p[2] - k[0] + (s[0] - 1 if ceil else 0)) // s[0] + 1
+    ow = (8 + p[1] + p[3] - k[1] + (s[1] - 1 if ceil else 0)) // s[1] + 1
+    want = np.empty((2, 5, oh, ow), dtype)
+    get_kernel("nn.max_pool2d", "cpu")(np, pool, x, want)
+    want = want + b.reshape(-1, 1, 1)
+    if activation == "relu":
+        want = np.maximum(want, 0)
+    out = np.full_like(want, 7)
+    get_kernel("nn.max_pool2d_bias_act", "cpu")(np, {**pool, "activation": activation}, x, b, out)
+    np.testing.assert_array_equal(out, want)

@@ -60,6 +60,7 @@ def _samples():
         op.nn.scale_shift_act(img, tensor((4,)), tensor((4,)), activation="relu"),
         op.nn.scale_shift_act(x, tensor((4,)), tensor((4,))),
         op.nn.max_pool2d(img, 2, 2, padding=1, ceil_mode=True),
+        op.nn.max_pool2d_bias_act(img, tensor((4,)), 3, 2, padding=1, activation="relu"),
         op.nn.avg_pool2d(img, (3, 3), count_include_pad=True),
         op.nn.adaptive_avg_pool2d(img, 1), op.nn.adaptive_avg_pool2d(img),
         op.nn.relu(x), op.nn.gelu(x), op.nn.gelu_tanh(x), op.nn.silu(x),

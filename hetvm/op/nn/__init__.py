@@ -3,7 +3,7 @@
 from .activation import gelu, gelu_tanh, leakyrelu, log_softmax, relu, silu, softmax
 from .conv import conv2d
 from .conv_transpose import conv1d_transpose, conv2d_transpose
-from .fused import conv2d_bias_act, conv2d_bias_add_act, scale_shift_act
+from .fused import conv2d_bias_act, conv2d_bias_add_act, max_pool2d_bias_act, scale_shift_act
 from .norm import batch_norm, dropout, layer_norm
 from .pad import pad
 from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
@@ -16,6 +16,7 @@ __all__ = [
     "conv2d_bias_add_act",
     "scale_shift_act",
     "max_pool2d",
+    "max_pool2d_bias_act",
     "avg_pool2d",
     "adaptive_avg_pool2d",
     "relu",

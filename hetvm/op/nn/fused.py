@@ -9,6 +9,10 @@
   activation (a ResNet block's ``relu(conv(x) + b + shortcut)``). A separate op
   rather than an optional argument so each op keeps one fixed arity and one
   plain destination-passing kernel signature.
+* ``nn.max_pool2d_bias_act(data, bias)``: ``activation(max_pool2d(data) + bias[c])``.
+  ``FusePoolEpilogue`` builds it from a convolution's bias and activation moved past
+  the max pool that follows (both monotone, so they commute with the maximum), so
+  they run in place on the pooled, smaller tensor.
 * ``nn.scale_shift_act(data, scale, shift)``: ``activation(data * scale[c] +
   shift[c])`` with the channel on axis 1 of a tensor of rank 2 or more (NCHW,
   NCL, NC, ...). ``FuseChannelAffine`` builds it from a chain of ``multiply`` /
@@ -40,12 +44,14 @@ from ..base import (
 )
 from .conv import ATTRS as CONV_ATTRS
 from .conv import conv2d_attrs
+from .pool import POOL_ATTRS, _infer_pool2d, _pool_attrs
 
-__all__ = ["conv2d_bias_act", "conv2d_bias_add_act", "scale_shift_act"]
+__all__ = ["conv2d_bias_act", "conv2d_bias_add_act", "max_pool2d_bias_act", "scale_shift_act"]
 
 OP = "nn.conv2d_bias_act"
 OP_ADD = "nn.conv2d_bias_add_act"
 OP_AFFINE = "nn.scale_shift_act"
+OP_POOL = "nn.max_pool2d_bias_act"
 ACTIVATIONS = ("none", "relu")
 ATTRS = CONV_ATTRS + ("activation",)
 
@@ -102,24 +108,38 @@ def _infer_conv2d_bias_add_act(call: E.Call) -> S.StructInfo:
     return S.TensorStructInfo(out.shape, dtype, out.ndim, vdev)
 
 
+def _check_channel_vector(op: str, vec: S.TensorStructInfo, what: str, data: S.TensorStructInfo) -> None:
+    """``vec`` holds one value per channel (axis 1) of ``data``, in its dtype."""
+    channels = data.shape[1] if data.shape is not None else None
+    if vec.ndim not in (-1, 1):
+        raise fail(op, f"{what} must be 1-D (one value per channel), got {S.describe(vec)}")
+    if vec.dtype is not None and data.dtype is not None and vec.dtype != data.dtype:
+        raise fail(op, f"{what} is {vec.dtype} but data is {data.dtype}")
+    if vec.shape is not None and channels is not None and dims_conflict(vec.shape[0], channels):
+        raise fail(
+            op,
+            f"{what} has {P.to_str(vec.shape[0])} values but data {format_shape(data.shape)} "
+            f"has {P.to_str(channels)} channels on axis 1",
+        )
+
+
+def _infer_max_pool2d_bias_act(call: E.Call) -> S.StructInfo:
+    _check_activation(OP_POOL, call)
+    out = _infer_pool2d(call)
+    assert isinstance(out, S.TensorStructInfo)
+    bias = tensor_arg(call, 1, "bias")
+    _check_channel_vector(OP_POOL, bias, "bias", tensor_arg(call, 0, "data"))
+    vdev = common_vdevice([a.struct_info for a in call.args])
+    return S.TensorStructInfo(out.shape, out.dtype, out.ndim, vdev)
+
+
 def _infer_scale_shift_act(call: E.Call) -> S.StructInfo:
     _check_activation(OP_AFFINE, call)
     data = tensor_arg(call, 0, "data")
     if data.ndim in (0, 1):
         raise fail(OP_AFFINE, f"data must have a channel axis 1 (rank 2 or more), got {S.describe(data)}")
-    channels = data.shape[1] if data.shape is not None else None
     for index, what in ((1, "scale"), (2, "shift")):
-        vec = tensor_arg(call, index, what)
-        if vec.ndim not in (-1, 1):
-            raise fail(OP_AFFINE, f"{what} must be 1-D (one value per channel), got {S.describe(vec)}")
-        if vec.dtype is not None and data.dtype is not None and vec.dtype != data.dtype:
-            raise fail(OP_AFFINE, f"{what} is {vec.dtype} but data is {data.dtype}")
-        if vec.shape is not None and channels is not None and dims_conflict(vec.shape[0], channels):
-            raise fail(
-                OP_AFFINE,
-                f"{what} has {P.to_str(vec.shape[0])} values but data {format_shape(data.shape)} "
-                f"has {P.to_str(channels)} channels on axis 1",
-            )
+        _check_channel_vector(OP_AFFINE, tensor_arg(call, index, what), what, data)
     vdev = common_vdevice([a.struct_info for a in call.args])
     return S.TensorStructInfo(data.shape, data.dtype, data.ndim, vdev)
 
@@ -138,6 +158,9 @@ register_op(OP, _infer_conv2d_bias_act, num_inputs=3, attr_names=ATTRS,
 register_op(OP_ADD, _infer_conv2d_bias_add_act, num_inputs=4, attr_names=ATTRS,
             description="2-D convolution + per-channel bias + residual tensor + activation",
             fused_from=("nn.conv2d", "add", "nn.relu"))  # fmt: skip
+register_op(OP_POOL, _infer_max_pool2d_bias_act, num_inputs=2, attr_names=POOL_ATTRS + ("activation",),
+            description="2-D max pooling + per-channel bias + activation",
+            fused_from=("nn.max_pool2d", "add", "nn.relu"))  # fmt: skip
 register_op(OP_AFFINE, _infer_scale_shift_act, num_inputs=3, attr_names=("activation",),
             description="per-channel (axis 1) scale and shift + activation",
             fused_from=("multiply", "add", "nn.relu"))  # fmt: skip
@@ -190,3 +213,24 @@ def scale_shift_act(data: E.Expr, scale: E.Expr, shift: E.Expr, activation: str 
     """``activation(data * scale[c] + shift[c])``, ``c`` the index on axis 1;
     ``activation`` is ``"relu"`` or ``"none"``."""
     return make_call(OP_AFFINE, [data, scale, shift], {"activation": str(activation)})
+
+
+def max_pool2d_bias_act(
+    data: E.Expr,
+    bias: E.Expr,
+    pool_size: Any = (1, 1),
+    strides: Any = (1, 1),
+    padding: Any = (0, 0),
+    dilation: Any = (1, 1),
+    ceil_mode: bool = False,
+    count_include_pad: bool = False,
+    layout: str = "NCHW",
+    out_layout: str | None = None,
+    activation: str = "none",
+) -> E.Call:
+    """``activation(nn.max_pool2d(data, ...) + bias[c])``; the pool attrs are
+    ``nn.max_pool2d``'s."""
+    attrs = _pool_attrs(OP_POOL, pool_size, strides, padding, dilation, ceil_mode, count_include_pad,
+                        layout, out_layout)  # fmt: skip
+    attrs["activation"] = str(activation)
+    return make_call(OP_POOL, [data, bias], attrs)
