@@ -252,10 +252,18 @@ class ExprMutator:
         self.emit_binding(E.MatchCast(var, value, binding.struct_info, span=binding.span))
 
     def _retype(self, var: E.Var, value: E.Expr) -> E.Var:
-        """A fresh var when the value's struct info no longer matches the var's."""
+        """A fresh var when the value's struct info no longer matches the var's.
+
+        A vdevice the var was annotated with (a user's pin, a planned placement)
+        is kept: the value's inferred struct info only says where its inputs are,
+        and a rebuilt input upstream must not move this value."""
         new_sinfo = value.struct_info
         if new_sinfo is None or var.struct_info is None or new_sinfo is var.struct_info:
             return var
+        old = var.struct_info
+        if (isinstance(old, S.TensorStructInfo) and old.vdevice is not None
+                and isinstance(new_sinfo, S.TensorStructInfo) and new_sinfo.vdevice != old.vdevice):  # fmt: skip
+            new_sinfo = S.TensorStructInfo(new_sinfo.shape, new_sinfo.dtype, new_sinfo.ndim, old.vdevice)
         if new_sinfo == var.struct_info:  # value equality (symbolic vars by identity)
             return var
         if structural_equal(var.struct_info, new_sinfo, map_free_vars=False):

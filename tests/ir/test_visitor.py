@@ -175,3 +175,27 @@ def test_tuple_get_item_of_a_rewritten_tuple_folds():
     m = ExprMutator()
     m.var_remap[t] = E.Tuple([x])
     assert m.visit_expr(E.TupleGetItem(t, 0)) is x
+
+
+def test_a_pinned_vdevice_survives_retyping_upstream():
+    """A rewrite upstream whose inferred struct info gains a vdevice retypes every
+    later binding; a binding annotated with another vdevice (a user's pin) keeps
+    it, so the device planner still sees the pin."""
+    from hetvm.ir import VDevice
+
+    sim, cpu = VDevice("sim", 0), VDevice("llvm", 0)
+    x = Var("x", struct_info=TensorStructInfo((2, 3), "float32", vdevice=sim))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        a = Var("a", struct_info=TensorStructInfo((2, 3), "float32"))  # no vdevice yet
+        bb.emit_binding(VarBinding(a, op.exp(x)))
+        b = Var("b", struct_info=TensorStructInfo((2, 3), "float32"))
+        bb.emit_binding(VarBinding(b, op.negative(a)))
+        pinned = Var("pinned", struct_info=TensorStructInfo((2, 3), "float32", vdevice=cpu))
+        bb.emit_binding(VarBinding(pinned, op.add(b, b)))
+        bb.emit_func_output(pinned)
+    mod = bb.get()
+    new = ExpToSqrt().visit_module(mod)
+    bindings = [b for block in new["main"].body.blocks for b in block.bindings]
+    assert bindings[0].var.struct_info.vdevice == sim  # retyped from sqrt(x)
+    assert bindings[-1].var.struct_info.vdevice == cpu
