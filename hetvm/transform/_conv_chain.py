@@ -50,6 +50,15 @@ def tensor_sinfo(expr: E.Expr) -> S.TensorStructInfo | None:
     return sinfo if isinstance(sinfo, S.TensorStructInfo) else None
 
 
+def static_shape(expr: E.Expr) -> tuple[int, ...] | None:
+    """``expr``'s tensor shape as ints, or None when it is unknown or symbolic."""
+    sinfo = tensor_sinfo(expr)
+    if sinfo is None or sinfo.shape is None:
+        return None
+    dims = tuple(P.const_value(d) for d in sinfo.shape)
+    return None if any(d is None for d in dims) else dims  # type: ignore[return-value]
+
+
 def nchw_float_conv(value: E.Expr) -> tuple[E.Call, int, str] | None:
     """(call, output channels, dtype) for an NCHW/OIHW ``nn.conv2d`` whose inputs and
     result share one float dtype and whose output channel count is static."""

@@ -26,24 +26,15 @@ shapes, checked per axis).
 from __future__ import annotations
 
 from ..ir import expr as E
-from ..ir import prim as P
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator
 from ..op.base import make_call
-from ._conv_chain import FLOAT_DTYPES, op_name, tensor_sinfo, use_counts
+from ._conv_chain import FLOAT_DTYPES, op_name, static_shape, tensor_sinfo, use_counts
 from .pass_infra import FunctionPass, PassContext
 
 __all__ = ["FusePoolEpilogue"]
 
 _MONOTONE = ("none", "relu")
-
-
-def _static(expr: E.Expr) -> tuple[int, ...] | None:
-    sinfo = tensor_sinfo(expr)
-    if sinfo is None or sinfo.shape is None:
-        return None
-    dims = tuple(P.const_value(d) for d in sinfo.shape)
-    return None if any(d is None for d in dims) else dims  # type: ignore[return-value]
 
 
 def _every_window_reads_input(pool: E.Call, data: tuple[int, ...], out: tuple[int, ...]) -> bool:
@@ -76,7 +67,7 @@ def _rewritable(conv: E.Call, pool: E.Call) -> bool:
         return False
     if y.vdevice != z.vdevice:
         return False
-    data, out = _static(conv), _static(pool)
+    data, out = static_shape(conv), static_shape(pool)
     return data is not None and out is not None and len(data) == 4 and _every_window_reads_input(pool, data, out)
 
 

@@ -38,11 +38,10 @@ running the pass twice equals running it once.
 from __future__ import annotations
 
 from ..ir import expr as E
-from ..ir import prim as P
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator
 from ..op.base import make_call
-from ._conv_chain import nchw_float_conv, op_name, tensor_sinfo, use_counts
+from ._conv_chain import nchw_float_conv, op_name, static_shape, tensor_sinfo, use_counts
 from .pass_infra import FunctionPass, PassContext
 
 __all__ = ["ReorderPoolConv"]
@@ -51,21 +50,13 @@ _POOL_COST = 25
 _GAIN = 0.8
 
 
-def _static_shape(expr: E.Expr) -> tuple[int, ...] | None:
-    sinfo = tensor_sinfo(expr)
-    if sinfo is None or sinfo.shape is None:
-        return None
-    dims = tuple(P.const_value(d) for d in sinfo.shape)
-    return None if any(d is None for d in dims) else dims  # type: ignore[return-value]
-
-
 def _pointwise_conv(value: E.Expr) -> E.Call | None:
     """The call when ``value`` is a 1x1, stride-1, unpadded, undilated NCHW conv2d."""
     found = nchw_float_conv(value)
     if found is None:
         return None
     call = found[0]
-    weight = _static_shape(call.args[1])
+    weight = static_shape(call.args[1])
     at = call.attrs
     if weight is None or weight[2:] != (1, 1):
         return None
@@ -89,7 +80,7 @@ def _avg_pool(value: E.Expr) -> E.Call | None:
 
 def _conv_cost(conv: E.Call, data: tuple[int, ...]) -> int:
     """Multiply-adds of the 1x1 convolution over ``data``'s (N, H, W) positions."""
-    o, i = _static_shape(conv.args[1])[:2]  # type: ignore[index]
+    o, i = static_shape(conv.args[1])[:2]  # type: ignore[index]
     return o * i * data[0] * data[2] * data[3]
 
 
@@ -103,7 +94,7 @@ def _pool_cost(pool: E.Call, data: tuple[int, ...], out: tuple[int, ...]) -> int
 def _pooled_shape(pool: E.Call, channels: int, data: tuple[int, ...]) -> tuple[int, ...]:
     """The pool's output shape for ``data`` with ``channels`` channels (the spatial
     result does not depend on the channel count)."""
-    out = _static_shape(pool)
+    out = static_shape(pool)
     return (data[0], channels, out[2], out[3])  # type: ignore[index]
 
 
@@ -136,7 +127,7 @@ class _Reorderer:
         if conv is None or pool is None:
             return False
         x = (conv if conv_first is not None else pool).args[0]
-        shapes = [_static_shape(e) for e in (x, first.var, second.var)]
+        shapes = [static_shape(e) for e in (x, first.var, second.var)]
         if any(s is None for s in shapes):
             return False
         if len({getattr(tensor_sinfo(e), "vdevice", None) for e in (x, first.var, second.var)}) > 1:
