@@ -36,6 +36,7 @@ from typing import Any
 
 from ...ir import expr as E
 from ...ir import prim as P
+from ...ir import struct_info as S
 from ...ir.module import IRModule
 from .._devices import sinfo_device_index
 from ..legalize_ops import ALIAS_BUILTINS, KERNEL_PREFIX
@@ -173,7 +174,9 @@ class _Machine:
             frame.reg_of[var] = reg
         return reg
 
-    def _arg(self, frame: _Frame, expr: E.Expr) -> _Obj:
+    def _arg(self, frame: _Frame, expr: E.Expr, kernel_operand: bool = False) -> _Obj:
+        if isinstance(expr, E.Constant):
+            return self._constant(frame, expr, kernel_operand)
         if isinstance(expr, E.Var):
             ref = frame.reg_of.get(expr)
             if isinstance(ref, int):
@@ -184,6 +187,21 @@ class _Machine:
             self._new_reg(frame, tup)
             return tup
         return OPAQUE
+
+    def _constant(self, frame: _Frame, const: E.Constant, kernel_operand: bool) -> _Obj:
+        """A constant planned on a device, outside a kernel's own operands (a field
+        of a tuple, a call argument, a result): the VM copies it there into a fresh
+        register on every call (``vm_codegen``: ``copy_to``), which holds its bytes
+        until it is killed or the function returns. A kernel's own constant operands
+        and host constants live in the VM's constant pool: not counted."""
+        sinfo = const.struct_info
+        vdev = sinfo.vdevice if isinstance(sinfo, S.TensorStructInfo) else None
+        if kernel_operand or vdev is None or vdev.is_host:
+            return OPAQUE
+        nbytes = int(const.data.nbytes)
+        owner = _Owner(self._alloc(sinfo_device_index(self.mod, sinfo), SizeBound(nbytes, True)), nbytes)
+        self._new_reg(frame, owner)
+        return owner
 
     # -- execution ----------------------------------------------------------------
     def run_function(self, name: str, args: list[_Obj]) -> _Obj:
@@ -288,7 +306,7 @@ class _Machine:
             return
         if isinstance(op, E.ExternFunc):
             sym = op.global_symbol
-            args = [self._arg(frame, x) for x in a]
+            args = [self._arg(frame, x, kernel_operand=sym.startswith(KERNEL_PREFIX)) for x in a]
             if sym.startswith(KERNEL_PREFIX):
                 frame.reg_of[var] = OPAQUE
                 return
