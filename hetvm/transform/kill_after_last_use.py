@@ -114,6 +114,13 @@ class _FunctionFacts:
             v = stack.pop()
             out.append(v)
             value = self.value_of.get(v)
+            root = self.root(v)
+            if root is not v and v not in seen:
+                # a match_cast, re-binding or view of another value reads that value,
+                # and through it what that value may be (a call returning its argument)
+                seen.add(v)
+                stack.append(root)
+                continue
             if isinstance(value, E.Tuple) and v not in seen:
                 seen.add(v)
                 stack.extend(f for f in reversed(value.fields) if isinstance(f, E.Var))

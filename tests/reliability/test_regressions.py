@@ -895,3 +895,33 @@ def test_constants_copied_to_a_device_count_in_the_predicted_peak():
     out = vm["main"](np.array([1.5], "float16"))
     np.testing.assert_array_equal(out.copyto(hetvm.cpu(0)).numpy(), np.zeros(3, "float32"))
     assert vm.memory_report()["sim:0"]["peak_bytes"] == predicted == 24
+
+
+MATCH_CAST_OF_A_VALUE_A_CALLEE_RETURNED = '''
+@I.ir_module
+class Module:
+    @R.function
+    def helper(p: R.Tensor((1,), dtype="float32")) -> R.Tensor((1,), dtype="float32"):
+        return p
+
+    @R.function
+    def main(x: R.Tensor((1,), dtype="float32")) -> R.Tensor(dtype="float32", ndim=1):
+        d0 = T.int64()
+        cls = Module
+        lv = R.exp(x)
+        lv1 = cls.helper(lv)
+        lv2: R.Tensor((d0,), dtype="float32") = R.match_cast(lv1, R.Tensor((d0,), dtype="float32"))
+        lv3 = cls.helper(lv1)
+        lv4 = R.tanh(lv2)
+        return lv4
+'''
+
+
+def test_a_match_cast_of_a_returned_argument_keeps_the_argument_alive():
+    """Found by the long run: `lv1` *is* `lv` (the callee returns its argument) and
+    `lv2` is a match_cast of `lv1`; reading `lv2` did not count as reading `lv`, so
+    `lv` was killed after its last direct use and `tanh(lv2)` read a released
+    NDArray."""
+    vm = hetvm.VirtualMachine(hetvm.build(from_source(MATCH_CAST_OF_A_VALUE_A_CALLEE_RETURNED)), poison=True)
+    x = np.array([0.5], "float32")
+    np.testing.assert_allclose(vm["main"](x).numpy(), np.tanh(np.exp(x)), rtol=1e-6)
