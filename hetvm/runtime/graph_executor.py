@@ -103,20 +103,18 @@ class GraphExecutor:
                 f"node {index} ('{node.get('binding', k['op'])}'): {node_dev} has no kernel for '{part}'{fused}")
         fn = bind_kernel(k["op"], node_dev.kind, node_dev.api.xp, dict(k["attrs"]))
         args: list[Any] = []
+
+        def on_device(eid: int) -> Any:
+            nd = self.entries[eid]
+            if nd.device is not node_dev:
+                raise self._mismatch(node, index, f"entry {eid}", nd.device, node_dev)
+            return nd._data
+
         for a in node["inputs"]:
             if "entry" in a:
-                nd = self.entries[a["entry"]]
-                if nd.device is not node_dev:
-                    raise self._mismatch(node, index, f"entry {a['entry']}", nd.device, node_dev)
-                args.append(nd._data)
+                args.append(on_device(a["entry"]))
             elif "tuple" in a:  # a tuple of tensors reaches the kernel as a list of arrays
-                parts = []
-                for eid in a["tuple"]:
-                    nd = self.entries[eid]
-                    if nd.device is not node_dev:
-                        raise self._mismatch(node, index, f"entry {eid}", nd.device, node_dev)
-                    parts.append(nd._data)
-                args.append(parts)
+                args.append([on_device(eid) for eid in a["tuple"]])
             else:
                 args.append(tuple(a["imm"]) if isinstance(a["imm"], list) else a["imm"])
         for eid in node["outputs"]:

@@ -618,9 +618,9 @@ def values_close(
 
 def _view_at(src: np.ndarray, offset: int, shape: tuple) -> np.ndarray:
     """``vm.builtin.view_at``: ``shape`` over ``src``'s bytes from ``offset``, shared."""
-    flat = src.reshape(-1).view(np.uint8)  # a view: interpreter tensors are contiguous
-    if not np.shares_memory(flat, src):
+    if not src.flags.c_contiguous:  # interpreter tensors are: reshape(-1) is then a view
         raise HetvmRuntimeError("view_at needs a contiguous tensor")
+    flat = src.reshape(-1).view(np.uint8)
     count = int(np.prod(shape, dtype=np.int64)) * src.dtype.itemsize
     if offset < 0 or offset + count > flat.size:
         raise HetvmRuntimeError(f"view_at: {shape} at byte {offset} does not fit {src.shape} {src.dtype}")

@@ -81,9 +81,9 @@ class _FunctionFacts:
         while seen < 10_000:
             seen += 1
             value = self.value_of.get(var)
-            if isinstance(value, E.Var):
-                # y = x or a match_cast of x that canonicalisation kept: the same object
-                var = value
+            source = _same_object_as(value)
+            if source is not None:
+                var = source
                 continue
             if isinstance(value, E.TupleGetItem) and isinstance(value.tuple_value, E.Var):
                 tup = self.value_of.get(value.tuple_value)
@@ -93,14 +93,6 @@ class _FunctionFacts:
                         var = field
                         continue
                 var = value.tuple_value
-                continue
-            if (
-                isinstance(value, E.Call)
-                and isinstance(value.op, E.ExternFunc)
-                and value.op.global_symbol in ALIAS_BUILTINS
-                and isinstance(value.args[0], E.Var)
-            ):
-                var = value.args[0]
                 continue
             return var
         return var
@@ -114,14 +106,13 @@ class _FunctionFacts:
             v = stack.pop()
             out.append(v)
             value = self.value_of.get(v)
-            root = self.root(v)
-            if root is not v and v not in seen:
-                # a match_cast, re-binding or view of another value reads that value,
-                # and through it what that value may be (a call returning its argument)
+            source = _same_object_as(value)
+            if source is not None and v not in seen:
+                # reading a match_cast, re-binding or view reads its source, and through
+                # it what the source may be (a call that returns its argument)
                 seen.add(v)
-                stack.append(root)
-                continue
-            if isinstance(value, E.Tuple) and v not in seen:
+                stack.append(source)
+            elif isinstance(value, E.Tuple) and v not in seen:
                 seen.add(v)
                 stack.extend(f for f in reversed(value.fields) if isinstance(f, E.Var))
             elif isinstance(value, E.If) and v not in seen:
@@ -170,11 +161,12 @@ class _FunctionFacts:
             return list(call.args)
         return []
 
-    def may_be_constant(self, var: E.Var) -> bool:
-        """Whether ``var`` may share a constant's bytes: a callee that returns its
-        argument was passed a constant, an ``If`` branch returns one, or a view
-        of one (transitively). Constants live across calls: never killed."""
-        for v in {self.root(var)} | self.alias_sources(var):
+    def may_be_constant(self, var: E.Var, sources: set[E.Var]) -> bool:
+        """Whether ``var`` (which may be any of ``sources``, see ``alias_sources``)
+        may share a constant's bytes: a callee that returns its argument was passed
+        a constant, an ``If`` branch returns one, or a view of one (transitively).
+        Constants live across calls: never killed."""
+        for v in {self.root(var)} | sources:
             value = self.value_of.get(v)
             if isinstance(value, E.Constant):
                 return True
@@ -255,12 +247,13 @@ class _FunctionFacts:
         """The kill for a root variable, or None when it must stay."""
         if var in self.params or var in self.outputs or var in self.killed:
             return None
-        if any(s in self.params or s in self.outputs for s in self.alias_sources(var)):
+        sources = self.alias_sources(var)
+        if any(s in self.params or s in self.outputs for s in sources):
             return None  # it may be a parameter or an output (a callee returned its argument)
         value = self.value_of.get(var)
         if value is None or isinstance(value, E.Constant):
             return None
-        if self.may_be_constant(var):
+        if self.may_be_constant(var, sources):
             return None  # its bytes may be a constant's, kept across calls
         sinfo = var.struct_info
         if isinstance(sinfo, (S.ShapeStructInfo, S.PrimStructInfo, S.FuncStructInfo)):
@@ -281,6 +274,22 @@ def _may_hold_tensor(sinfo: S.StructInfo | None) -> bool:
     if isinstance(sinfo, S.TupleStructInfo):
         return any(_may_hold_tensor(f) for f in sinfo.fields)
     return True
+
+
+def _same_object_as(value: E.Expr | None) -> E.Var | None:
+    """The variable a binding's value shares its bytes with outright: ``y = x``, a
+    match_cast of ``x`` that canonicalisation kept, or a ``reshape``/``view_at`` of ``x``."""
+    if isinstance(value, E.Var):
+        return value
+    if (
+        isinstance(value, E.Call)
+        and isinstance(value.op, E.ExternFunc)
+        and value.op.global_symbol in ALIAS_BUILTINS
+        and value.args
+        and isinstance(value.args[0], E.Var)
+    ):
+        return value.args[0]
+    return None
 
 
 def _branch_results(node: E.If) -> list[E.Expr]:
