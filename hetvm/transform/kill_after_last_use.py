@@ -24,7 +24,9 @@ Where hetvm differs from TVM 0.27:
   callee may return from its arguments) is never killed when it may be a
   parameter or an output, nor inside a branch when it may be a value of an
   enclosing scope (that scope kills it), and otherwise no earlier than that
-  value's last use.
+  value's last use -- except an ``If`` result (or a value that may be one) that
+  would have to wait for such a value: it may also be a branch's own value whose
+  bytes the planner reuses after the result's last read, so it is not killed.
 """
 
 from __future__ import annotations
@@ -344,14 +346,21 @@ def _process_seq(
     kills_after: dict[int, list[E.Binding]] = {}
     order = {b.var: i for i, (_, b) in enumerate(flat)}
     sources = {root: facts.alias_sources(root) for root in last_use}
+    unkillable: set[E.Var] = set()
     for root, srcs in sources.items():
         # a value that may be another one (a call returning its argument, an If
         # returning an outer value) is killed no earlier than that one's last use
         later = [last_use[s] for s in srcs if s in last_use]
-        if later:
-            last_use[root] = max([last_use[root], *later])
+        if later and max(later) > last_use[root]:
+            if any(isinstance(facts.value_of.get(v), E.If) for v in (root, *srcs)):
+                # it may be an If branch's own value, whose bytes the memory planner
+                # reuses after the If result's last read: a kill this late would
+                # release (and poison) bytes already given to a later value, and an
+                # earlier one would release the outer value it may also be
+                unkillable.add(root)
+            last_use[root] = max(later)
     for root in sorted(last_use, key=lambda v: order[v]):
-        if root in branch_outputs or facts.root(root) in branch_outputs:
+        if root in unkillable or root in branch_outputs or facts.root(root) in branch_outputs:
             continue
         if any(s in branch_outputs or s in outer for s in sources[root]):
             # it may be a value of an enclosing scope (a callee returned its

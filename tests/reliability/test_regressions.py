@@ -925,3 +925,58 @@ def test_a_match_cast_of_a_returned_argument_keeps_the_argument_alive():
     vm = hetvm.VirtualMachine(hetvm.build(from_source(MATCH_CAST_OF_A_VALUE_A_CALLEE_RETURNED)), poison=True)
     x = np.array([0.5], "float32")
     np.testing.assert_allclose(vm["main"](x).numpy(), np.tanh(np.exp(x)), rtol=1e-6)
+
+
+IF_RESULT_MAY_BE_A_BRANCH_VALUE_OR_AN_OUTER_ONE = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global"), I.vdevice("sim", 1, "global")]})
+    @R.function
+    def main(x0: R.Tensor((), dtype="float32"), x1: R.Tensor((), dtype="bool")) -> R.Tensor((), dtype="float32"):
+        lv: R.Tensor((), dtype="float32") = R.tanh(x0)
+        if x1:
+            lv1: R.Tensor((), dtype="float32") = R.tanh(lv)
+            lv2: R.Tensor((), dtype="float32") = R.exp(lv1)
+            lv3: R.Tuple(R.Tensor((), dtype="float32")) = (x0,)
+            lv4: R.Tensor((), dtype="bool") = R.logical_not(x1)
+            lv6: R.Tensor((), dtype="bool") = lv4
+        else:
+            lv5: R.Tensor((), dtype="bool") = R.logical_not(x1)
+            lv6: R.Tensor((), dtype="bool") = lv5
+        lv7: R.Tensor((), dtype="float32") = R.match_cast(lv, R.Tensor((), dtype="float32"))
+        lv8: R.Tensor((), dtype="float32") = R.match_cast(lv7, R.Tensor((), dtype="float32"))
+        if x1:
+            lv9: R.Tensor((), dtype="float32") = R.negative(x0)
+            lv14: R.Tensor((), dtype="float32") = lv9
+        else:
+            lv10: R.Tensor((), dtype="float32") = R.tanh(lv8)
+            lv11: R.Tensor((), dtype="float32") = R.exp(lv10)
+            lv12: R.Tensor((), dtype="float32") = R.tanh(lv11)
+            lv13: R.Tensor((), dtype="float32") = R.exp(lv12)
+            lv14: R.Tensor((), dtype="float32") = lv
+        lv15: R.Tuple(R.Tensor((), dtype="float32")) = (x0,)
+        lv16: R.Tensor((), dtype="float32") = R.tanh(lv14)
+        lv17: R.Tensor((), dtype="float32") = R.exp(lv16)
+        lv18: R.Tensor((), dtype="float32") = R.tanh(lv8)
+        lv19: R.Tensor((), dtype="float32") = R.exp(lv18)
+        return lv19
+'''
+
+
+def test_an_if_result_that_may_be_an_outer_value_is_not_killed_late():
+    """Found by the long run: `lv14` is `lv9` (taken branch) or `lv` (other
+    branch). Its kill waited for `lv`'s last read (through `lv8`), but the planner
+    gives `lv9`'s bytes to `lv17`/`lv18` after `lv14`'s own last read, so the
+    late kill poisoned `lv18` (NaN). No single place kills it right in both
+    cases: it is not killed (`lv` has its own kill)."""
+    mod = from_source(IF_RESULT_MAY_BE_A_BRANCH_VALUE_OR_AN_OUTER_ONE)
+    missing = ["exp", "logical_not", "negative", "tanh"]
+    options = {"missing_kernels": {"sim:0": missing, "sim:1": missing}}
+    exe = hetvm.build(mod, plan_devices_options=options)
+    devices = [hetvm.cpu(0)] + [hetvm.device("sim", i, missing_kernels=missing) for i in (0, 1)]
+    vm = hetvm.VirtualMachine(exe, devices, poison=True)
+    x = np.float32(1.5)
+    for cond in (True, False):
+        got = vm["main"](x, np.bool_(cond)).numpy()
+        np.testing.assert_allclose(got, np.exp(np.tanh(np.tanh(x))), rtol=1e-6)
+    assert "kill_tensor(lv14)" not in lower(mod, plan_devices_options=options).script()
