@@ -16,9 +16,9 @@ A variable is live in the frame (``SeqExpr``) that binds it from its binding to
 the last binding of that frame that reads it; a read anywhere inside a nested
 ``If`` counts as a read by the whole ``If`` (that is also where
 KillAfterLastUse puts the kill). An ``If`` result that a branch may take from
-a value of the same frame lives at least as long as that value, because
-KillAfterLastUse kills it no earlier (the long fuzz run found a branch's own
-allocation reused while the late kill of the result still pointed to it). A *root* (a tensor with its own bytes: an
+a value of the same frame ends at its own last read: KillAfterLastUse never
+kills such a result later than that (it leaves it alone instead), so a branch's
+own allocation it may be is free after it. A *root* (a tensor with its own bytes: an
 allocation) is live wherever any variable that may point to it is live:
 reshape and ``view_at`` views, tuple fields, ``TupleGetItem``, match_cast, ``If`` results, and
 -- conservatively -- results of calls that may return an argument (module
@@ -185,14 +185,10 @@ class _Analyzer:
             self.end_pos[var] = pos
 
     def seq(self, seq: E.SeqExpr) -> PointsTo:
-        defined: set[E.Var] = set()
-        if_sources: list[tuple[E.Var, list[E.Var]]] = []
         for block in seq.blocks:
             for binding in block.bindings:
                 value = binding.value  # type: ignore[attr-defined]
-                defined.add(binding.var)
                 if isinstance(value, E.If):
-                    if_sources.append((binding.var, _returned_vars(value)))
                     if_id = self.num_ifs
                     self.num_ifs += 1
                     self.branch.append((if_id, 0))
@@ -217,28 +213,7 @@ class _Analyzer:
         self.counter += 1
         for v in uses_of(seq.body):
             self._use(v, pos)
-        self._extend_if_results(if_sources, defined)
         return self.expr_pts(seq.body)
-
-    def _extend_if_results(self, if_sources: list[tuple[E.Var, list[E.Var]]], defined: set[E.Var]) -> None:
-        """An If result that may be a value of this frame is killed no earlier than
-        that value's last use (KillAfterLastUse); until then it holds every root it
-        may point to, a branch's own allocation included. That value's last use
-        counts reads through other If results that may be it, and those results are
-        extended the same way, so the rule is applied until nothing changes: a value
-        and the If results that may be it end together. (The long fuzz run found
-        ``a = If(.., b, ..)``, ``c = If(.., b, ..)``, ``d = If(.., c, ..)`` with ``d``
-        read last: ``a`` was killed after that read, but its branch's allocation had
-        been reused once ``b``'s direct reads were over.)"""
-        pairs = [(var, s) for var, sources in if_sources for s in sources if s in defined and s in self.end_pos]
-        changed = True
-        while changed:
-            changed = False
-            for var, s in pairs:
-                end = max(self.end_pos[var], self.end_pos[s])
-                if self.end_pos[var] != end or self.end_pos[s] != end:
-                    self.end_pos[var] = self.end_pos[s] = end
-                    changed = True
 
     def run(self, func: E.Function) -> FunctionLifetimes:
         result_pts = self.seq(func.body)
@@ -254,25 +229,6 @@ class _Analyzer:
         self.result.escaping = flatten(result_pts)
         self.result.num_positions = self.counter
         return self.result
-
-
-def _returned_vars(node: E.If) -> list[E.Var]:
-    """The variables the branches of ``node`` may return, followed through
-    ``y = x`` bindings and nested ``If`` results inside the branches."""
-    out: list[E.Var] = []
-    stack: list[E.SeqExpr] = [node.true_branch, node.false_branch]
-    while stack:
-        branch = stack.pop()
-        local = {b.var: b.value for blk in branch.blocks for b in blk.bindings}  # type: ignore[attr-defined]
-        cur = branch.body
-        while isinstance(cur, E.Var) and isinstance(local.get(cur), E.Var):
-            cur = local[cur]
-        if isinstance(cur, E.Var) and isinstance(local.get(cur), E.If):
-            inner: E.If = local[cur]  # type: ignore[assignment]
-            stack.extend((inner.true_branch, inner.false_branch))
-        elif isinstance(cur, E.Var) and cur not in local:
-            out.append(cur)
-    return out
 
 
 def analyze_lifetimes(func: E.Function, is_root: IsRoot) -> FunctionLifetimes:
