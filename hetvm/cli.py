@@ -105,7 +105,7 @@ def _run_and_report(console, model: Any, mod: Any, setup: Any, args: argparse.Na
         _save_outputs(args.save_outputs, result.outputs, names)
         console.print(f"outputs saved to {args.save_outputs}")
     console.table(copies_table(compiled.explain if setup.heterogeneous else None))
-    console.table(memory_table(_memory_rows(compiled, result)))
+    console.table(memory_table(_memory_rows(compiled, result), result.memory_note))
     return 0
 
 

@@ -58,6 +58,18 @@ class GraphModule:
     def get_params(self) -> dict[str, np.ndarray]:
         return dict(self.params)
 
+    @property
+    def devices(self) -> list[dict]:
+        """The graph's devices in vdevice order (``{"kind", "index", "memory_scope"}``)."""
+        return list(self.graph.get("devices", []))
+
+    def memory_plan(self) -> dict:
+        """The build's memory plan, as ``Executable.memory_plan``: per function and
+        device index, the planner's figures (the graph's storages realise it)."""
+        from ..runtime.bytecode import memory_plan_of
+
+        return memory_plan_of(self.graph.get("metadata", {}))
+
     def export(self, path: str) -> None:
         """One file: JSON graph + library and an ``.npz`` of params, no pickle."""
         from ..runtime.graph_executor import export_graph
@@ -215,9 +227,8 @@ class _GraphBuilder:
             if name in ("memory.kill_tensor", "memory.kill_storage", "vm.kill_object"):
                 return
             if name in ("memory.alloc_storage", "vm.alloc_storage"):
-                dtype = _prim(a[3]) if name == "memory.alloc_storage" else _prim(a[2])
-                size = _prim(a[0])
-                nbytes = int(np.prod(size, dtype=np.int64)) * S.dtype_nbytes(dtype)
+                # the size is in bytes whatever the dtype hint (as the VM reads it)
+                nbytes = int(np.prod(_prim(a[0]), dtype=np.int64))
                 self.ref[b.var] = ("storage", self.storage(nbytes, int(_prim(a[1]))))
                 return
             if name in ("memory.alloc_tensor", "vm.alloc_tensor"):

@@ -144,8 +144,9 @@ def memory_rows(plan: Mapping[str, Mapping[str, Any]], measured: Mapping[str, Ma
     return rows
 
 
-def memory_table(rows: Sequence[Mapping[str, Any]]) -> Table:
-    """Per device: what the plan promised and what the run measured."""
+def memory_table(rows: Sequence[Mapping[str, Any]], note: str = "") -> Table:
+    """Per device: what the plan promised and what the run measured (``note``
+    says how to read the measured column where it is not a VM's)."""
     t = Table(
         "Memory per device",
         ["device", "no reuse", "lower bound", "planned", "predicted peak", "measured peak",
@@ -165,7 +166,9 @@ def memory_table(rows: Sequence[Mapping[str, Any]]) -> Table:
             "-" if r.get("alloc_calls") is None else r["alloc_calls"],
         )
     if not rows:
-        t.footer = "(no memory statistics: the graph executor does not report them)"
+        t.footer = "(no memory statistics)"
     elif all(r.get("planned") is None for r in rows):
         t.footer = "(no memory plan in this build: planned figures unavailable)"
+    if note:
+        t.footer = f"{t.footer}\n({note})" if t.footer else f"({note})"
     return t

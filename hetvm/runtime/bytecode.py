@@ -67,6 +67,7 @@ __all__ = [
     "Instruction",
     "VMFunction",
     "Executable",
+    "memory_plan_of",
     "BytecodeError",
     "BUILTIN_PREFIX",
     "BUILTINS",
@@ -285,6 +286,15 @@ def instruction_from_json(d: Any, where: str) -> Instruction:
 # --------------------------------------------------------------------------
 
 
+def memory_plan_of(metadata: dict) -> dict:
+    """The memory plan a build recorded in its metadata (VM executable or graph
+    module alike): function -> device index -> the planner's figures."""
+    report = metadata.get("memory_plan_report")
+    if not isinstance(report, dict):
+        raise HetvmRuntimeError("this build carries no memory plan (built with plan_memory=False?)")
+    return {fn: {int(d): dict(v) for d, v in devs.items()} for fn, devs in report.items()}
+
+
 @dataclass
 class Executable:
     """Compiled program: devices, constant pool, VM functions and build metadata."""
@@ -301,12 +311,7 @@ class Executable:
         """The build's memory plan: per function, per device index, ``planned_bytes``,
         ``lower_bound_bytes``, ``no_reuse_bytes``, ``outputs_in_plan`` and
         ``predicted_peak_bytes`` (what ``VirtualMachine.memory_report()`` should show)."""
-        report = self.metadata.get("memory_plan_report")
-        if not isinstance(report, dict):
-            raise HetvmRuntimeError(
-                "this executable carries no memory plan (built with plan_memory=False?)"
-            )
-        return {fn: {int(d): dict(v) for d, v in devs.items()} for fn, devs in report.items()}
+        return memory_plan_of(self.metadata)
 
     def validate(self) -> Executable:
         """Checks every structural rule; raises BytecodeError naming the place."""

@@ -168,12 +168,21 @@ class GraphExecutor:
         return out
 
     def memory_report(self) -> dict[str, dict]:
-        """Per device, as the VM's: peak_bytes, bytes_in_use, pool_bytes, alloc_calls.
+        """Per device, as the VM's: peak_bytes, bytes_in_use, pool_bytes, alloc_calls;
+        and ``params_bytes``, ``inputs_bytes``: what of that holds params and inputs.
 
         A graph allocates every storage once, when it is created, and keeps them
         across runs, so the peak is the sum of its storages on that device and
-        ``alloc_calls`` their count."""
-        return {str(dev): alloc.stats() for dev, alloc in self._allocators.items()}
+        ``alloc_calls`` their count. The VM counts neither its constants nor the
+        caller's inputs, so ``peak_bytes - params_bytes - inputs_bytes`` is the
+        figure to set beside a VM's peak."""
+        report = {str(dev): {**alloc.stats(), "params_bytes": 0, "inputs_bytes": 0}
+                  for dev, alloc in self._allocators.items()}  # fmt: skip
+        for key, names in (("params_bytes", self.graph["params"]), ("inputs_bytes", self.graph["inputs"])):
+            for sid in {self.graph["entries"][eid]["storage_id"] for eid in names.values()}:
+                storage = self.graph["storages"][sid]
+                report[str(self.devices[storage["device"]])][key] += int(storage["bytes"])
+        return report
 
     def get_input(self, name: str) -> NDArray:
         return self.entries[self.graph["inputs"][name]]

@@ -178,7 +178,7 @@ def test_tvmscript_model_runs_across_devices(capsys, tmp_path):
 def test_graph_executor_gives_the_vm_result(capsys, demo_onnx, tmp_path):
     x = np.random.default_rng(2).standard_normal((2, 3, 32, 32)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
-    outs = []
+    outs, rows = [], []
     for executor in ("vm", "graph"):
         saved = tmp_path / f"{executor}.npz"
         code, out, err = run_cli(capsys, "run", demo_onnx, "--executor", executor, "--devices", "sim:0,cpu",
@@ -188,4 +188,8 @@ def test_graph_executor_gives_the_vm_result(capsys, demo_onnx, tmp_path):
         assert "configured without a kernel for 'nn.softmax'" in out
         assert "no memory statistics" not in out  # both executors report their memory
         outs.append(np.load(saved)["probs"])
+        table = out[out.index("Memory per device"):]
+        rows.append(next(line.split() for line in table.splitlines() if line.startswith("sim:0")))
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6)
+    # both show the build's plan (no reuse, lower bound, planned, predicted peak)
+    assert rows[0][1:9] == rows[1][1:9] and "-" not in rows[1][1:9], rows

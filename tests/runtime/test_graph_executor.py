@@ -166,3 +166,28 @@ def test_tuple_argument_reaches_the_kernel_as_a_list(tmp_path):
     xv = np.arange(6, dtype="float32").reshape(2, 3) / 4
     ex.run(x=xv)
     np.testing.assert_allclose(host(ex.get_output(0)), np.concatenate([np.exp(xv), -xv, np.exp(xv)], axis=1), rtol=1e-6)
+
+
+def test_graph_holds_what_the_vm_peaks_at_and_reports_the_plan():
+    """On one device, with every intermediate planned, the graph's storages less
+    its params and inputs are the arena and the outputs: the VM's measured peak
+    (and the plan's prediction). An unplanned output's storage is its own bytes
+    (it was sized as bytes x dtype size: 4x for float32)."""
+    mod = conv_like((CPU,), CPU)
+    gm = build(mod, executor="graph")
+    exe = build(conv_like((CPU,), CPU))
+    assert gm.memory_plan() == exe.memory_plan()
+    assert gm.devices[0]["kind"] == "cpu"
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((2, 4, 8)).astype("float32")
+    ex = create(gm.graph, gm.lib)
+    ex.set_input(x=x, w=w)
+    ex.run()
+    report = ex.memory_report()["cpu:0"]
+    assert report["inputs_bytes"] == x.nbytes + w.nbytes
+    assert report["params_bytes"] == 4 * 8 * 4  # the constant
+    vm = hetvm.VirtualMachine(exe)
+    vm["main"](x, w)
+    vm_peak = vm.memory_report()["cpu:0"]["peak_bytes"]
+    working = report["peak_bytes"] - report["params_bytes"] - report["inputs_bytes"]
+    assert working == vm_peak == exe.memory_plan()["main"][0]["predicted_peak_bytes"]
