@@ -224,6 +224,10 @@ class _Emitter:
             self.emit(ind, f"{dst}{target}({args})", pc)
             return
         name = ins.func[len(BUILTIN_PREFIX):]
+        pooled = self.pooled_constant_copy(name, ins)
+        if pooled is not None:
+            self.emit(ind, f"{dst}{self.bind(pooled, '_c')}", pc)
+            return
         special = self.static_builtin(name, ins)
         if special is not None:
             self.emit(ind, f"{dst}{self.bind(special, '_A')}({self.arg(ins.args[0])})", pc)
@@ -249,6 +253,21 @@ class _Emitter:
             fn = self.bind(getattr(self.vm._builtins, name), "_B")
             expr = f"{fn}({', '.join(args)})"
         self.emit(ind, f"{dst}{expr}", pc)
+
+    def pooled_constant_copy(self, name: str, ins: Call) -> Any:
+        """For ``copy_to(constant, device)`` (a constant planned on a device outside
+        a kernel's operands: a tuple field, a call argument, a result), the VM's
+        pooled copy of that constant there, made once and never released, instead
+        of a fresh copy on every call; None for any other instruction."""
+        args = ins.args
+        if name != "copy_to" or len(args) < 2 or args[0][0] != "c" or args[1][0] != "i":
+            return None
+        if len(args) > 2 and args[2] != ("i", None):
+            return None
+        dev = args[1][1]
+        if not isinstance(dev, int) or isinstance(dev, bool) or not 0 <= dev < len(self.vm.exe_devices):
+            return None
+        return self.vm._constant_on(args[0][1], dev)
 
     def static_builtin(self, name: str, ins: Call) -> Callable | None:
         """A load-time specialisation of a tensor-making builtin whose arguments

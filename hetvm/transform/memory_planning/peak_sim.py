@@ -36,7 +36,6 @@ from typing import Any
 
 from ...ir import expr as E
 from ...ir import prim as P
-from ...ir import struct_info as S
 from ...ir.module import IRModule
 from .._devices import sinfo_device_index
 from ..legalize_ops import ALIAS_BUILTINS, KERNEL_PREFIX
@@ -174,9 +173,12 @@ class _Machine:
             frame.reg_of[var] = reg
         return reg
 
-    def _arg(self, frame: _Frame, expr: E.Expr, kernel_operand: bool = False) -> _Obj:
+    def _arg(self, frame: _Frame, expr: E.Expr) -> _Obj:
         if isinstance(expr, E.Constant):
-            return self._constant(frame, expr, kernel_operand)
+            # the VM's constant pool holds it, on the host or -- planned on a device
+            # outside a kernel's own operands (vm_codegen's copy_to of the constant)
+            # -- as one pooled copy there made at the first call: never a call's
+            return OPAQUE
         if isinstance(expr, E.Var):
             ref = frame.reg_of.get(expr)
             if isinstance(ref, int):
@@ -187,21 +189,6 @@ class _Machine:
             self._new_reg(frame, tup)
             return tup
         return OPAQUE
-
-    def _constant(self, frame: _Frame, const: E.Constant, kernel_operand: bool) -> _Obj:
-        """A constant planned on a device, outside a kernel's own operands (a field
-        of a tuple, a call argument, a result): the VM copies it there into a fresh
-        register on every call (``vm_codegen``: ``copy_to``), which holds its bytes
-        until it is killed or the function returns. A kernel's own constant operands
-        and host constants live in the VM's constant pool: not counted."""
-        sinfo = const.struct_info
-        vdev = sinfo.vdevice if isinstance(sinfo, S.TensorStructInfo) else None
-        if kernel_operand or vdev is None or vdev.is_host:
-            return OPAQUE
-        nbytes = int(const.data.nbytes)
-        owner = _Owner(self._alloc(sinfo_device_index(self.mod, sinfo), SizeBound(nbytes, True)), nbytes)
-        self._new_reg(frame, owner)
-        return owner
 
     # -- execution ----------------------------------------------------------------
     def run_function(self, name: str, args: list[_Obj]) -> _Obj:
@@ -306,7 +293,7 @@ class _Machine:
             return
         if isinstance(op, E.ExternFunc):
             sym = op.global_symbol
-            args = [self._arg(frame, x, kernel_operand=sym.startswith(KERNEL_PREFIX)) for x in a]
+            args = [self._arg(frame, x) for x in a]
             if sym.startswith(KERNEL_PREFIX):
                 frame.reg_of[var] = OPAQUE
                 return
