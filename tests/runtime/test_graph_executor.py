@@ -191,3 +191,33 @@ def test_graph_holds_what_the_vm_peaks_at_and_reports_the_plan():
     vm_peak = vm.memory_report()["cpu:0"]["peak_bytes"]
     working = report["peak_bytes"] - report["params_bytes"] - report["inputs_bytes"]
     assert working == vm_peak == exe.memory_plan()["main"][0]["predicted_peak_bytes"]
+
+
+CONSTANT_FIELDS_ON_SIM = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global")]})
+    @R.function
+    def main(x: R.Tensor((1,), dtype="float32", vdevice="sim:0:global")) -> R.Tensor((3,), dtype="float32", vdevice="sim:0:global"):
+        c = R.const([2.5], "float32")
+        lv1: R.Tensor((3,), dtype="float32", vdevice="sim:0:global") = R.concat((c, x, c), axis=0)
+        return lv1
+'''
+
+
+def test_a_constant_planned_on_a_device_is_a_param_there_not_a_copy_per_run():
+    """A constant that is a tuple field of a kernel on sim:0 is a param placed on
+    sim:0 at load (the VM pools it the same way), not copied on every run."""
+    from hetvm.script import from_source
+
+    gm = build(from_source(CONSTANT_FIELDS_ON_SIM), executor="graph")
+    assert [n["op"] for n in gm.graph["nodes"] if n["op"] != "null"] == ["kernel"]
+    (kernel,) = [n for n in gm.graph["nodes"] if n["op"] == "kernel"]
+    fields = kernel["inputs"][0]["tuple"]
+    assert all(gm.graph["entries"][eid]["device"]["kind"] == "sim" for eid in fields)
+    assert fields[0] in gm.graph["params"].values() and fields[2] in gm.graph["params"].values()
+    ex = create(gm.graph, gm.lib, [hetvm.cpu(0), hetvm.device("sim", 0)])
+    for x in (1.5, -4.0):
+        ex.set_input(x=np.array([x], "float32"))
+        ex.run()
+        np.testing.assert_array_equal(host(ex.get_output(0)), np.array([2.5, x, 2.5], "float32"))
