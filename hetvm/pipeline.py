@@ -18,6 +18,7 @@ from .ir.vdevice import VDevice, runtime_kind
 from .transform import (
     CallTIRRewrite,
     ConcatInPlace,
+    DeadCodeElimination,
     FoldConstant,
     FoldScaleAxis,
     FuseChannelAffine,
@@ -66,6 +67,7 @@ def default_pipeline(
         FuseConvEpilogue(),
         FuseChannelAffine(),
         FusePoolEpilogue(),
+        DeadCodeElimination(),
         PlanDevices(
             default_vdevice=default_vdevice,
             host_vdevice=host_vdevice,
@@ -75,6 +77,7 @@ def default_pipeline(
         LegalizeOps(),
         ToNonDataflow(),
         CallTIRRewrite(),
+        DeadCodeElimination(),
         ConcatInPlace(),
     ]
     if plan_memory:

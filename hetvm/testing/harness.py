@@ -15,7 +15,7 @@ import numpy as np
 from .generators import GeneratedProgram
 from .interpreter import Interpreter, to_numpy_tree, values_close
 
-__all__ = ["build_options", "build", "make_vm", "fetch", "placed_inputs", "run", "reference", "compare"]
+__all__ = ["build_options", "keeping_dead_code", "build", "make_vm", "fetch", "placed_inputs", "run", "reference", "compare"]
 
 
 def build_options(prog: GeneratedProgram) -> dict[str, Any]:
@@ -25,11 +25,25 @@ def build_options(prog: GeneratedProgram) -> dict[str, Any]:
     return {"plan_devices_options": {"missing_kernels": dict(prog.missing_kernels)}}
 
 
-def build(prog: GeneratedProgram, **kwargs: Any) -> Any:
+def keeping_dead_code() -> Any:
+    """A pass context in which the build keeps unread bindings: generated
+    programs compute many values nothing reads, and the properties about
+    planning, kills and copies want those planned, killed and copied too (the
+    build's DeadCodeElimination would drop them first)."""
+    from ..transform import PassContext
+
+    return PassContext(disabled_pass=["DeadCodeElimination"])
+
+
+def build(prog: GeneratedProgram, keep_dead_code: bool = True, **kwargs: Any) -> Any:
+    """``hetvm.build`` of the program; ``keep_dead_code=False`` is the user's build."""
+    import contextlib
+
     import hetvm
 
     prog.runtime_devices()  # configure the sims before anything looks at them
-    return hetvm.build(prog.mod, **build_options(prog), **kwargs)
+    with keeping_dead_code() if keep_dead_code else contextlib.nullcontext():
+        return hetvm.build(prog.mod, **build_options(prog), **kwargs)
 
 
 def make_vm(prog: GeneratedProgram, exe: Any, **kwargs: Any) -> Any:

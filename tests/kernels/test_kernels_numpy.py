@@ -215,7 +215,8 @@ def test_conv2d_dtypes_and_destinations():
     ref = conv_reference(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
     attrs = conv_attrs(padding=(1, 1, 1, 1))
     got = run("nn.conv2d", attrs, x, w, out_shapes=[ref.shape], out_dtype="float64")
-    np.testing.assert_allclose(got, ref, rtol=1e-12)
+    # atol too: a sum that cancels to ~1e-3 keeps only ~1e-15 absolute accuracy
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
     # float32 inputs into a float64 buffer, and into a non-contiguous one
     x32, w32 = x.astype("float32"), w.astype("float32")
     got = run("nn.conv2d", attrs, x32, w32, out_shapes=[ref.shape], out_dtype="float64")

@@ -40,8 +40,9 @@ DEVICES = GenConfig(devices=True, missing_kernels=True)
 @fuzz_settings(40)
 @given(programs(HOST))
 def test_pipeline_matches_interpreter(prog):
+    """The user's build (dead code dropped); the other properties keep it."""
     want = H.reference(prog)
-    vm = H.make_vm(prog, H.build(prog))
+    vm = H.make_vm(prog, H.build(prog, keep_dead_code=False))
     H.compare(H.run(vm, prog), want, prog, "hetvm.build + VM")
 
 
@@ -80,7 +81,8 @@ def test_each_pass_alone_keeps_results(prog):
 def test_plan_never_overlaps_live_tensors(prog):
     H.build(prog)  # configures the devices
     try:
-        check_no_overlap(lower(prog.mod, **H.build_options(prog)))
+        with H.keeping_dead_code():
+            check_no_overlap(lower(prog.mod, **H.build_options(prog)))
     except MemoryPlanError as err:
         if "unbounded symbolic size" not in str(err):
             raise
@@ -182,7 +184,9 @@ def test_measured_peak_equals_prediction(prog):
 def test_print_parse_round_trip(prog):
     from hetvm.script import from_source
 
-    for mod in (prog.mod, lower(prog.mod, **H.build_options(prog))):
+    with H.keeping_dead_code():
+        lowered = lower(prog.mod, **H.build_options(prog))
+    for mod in (prog.mod, lowered):
         text = mod.script()
         again = from_source(text)
         assert structural_equal(again, mod), f"re-parsed module differs:\n{text}"
