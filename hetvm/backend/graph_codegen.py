@@ -144,6 +144,16 @@ class _GraphBuilder:
             self.nodes.append({"op": "null", "name": name, "outputs": [eid], "param": True})
         return self.param_entry[key]
 
+    def source_entry(self, e: E.Expr, what: str) -> int:
+        """The entry a copy or a view reads: a tensor variable's, or a constant's
+        param on the device it was planned on (the host when unplanned)."""
+        if isinstance(e, E.Var) and isinstance(self.ref.get(e), int):
+            return self.ref[e]
+        if isinstance(e, E.Constant):
+            vdev = e.struct_info.vdevice if isinstance(e.struct_info, S.TensorStructInfo) else None
+            return self.const_entry(e, device_index(self.mod, vdev) if vdev is not None else 0)
+        raise HetvmError(f"graph executor: {what} of a {type(e).__name__} needs executor='vm'")
+
     def arg(self, e: E.Expr, dev: int) -> dict:
         if isinstance(e, E.Var):
             r = self.ref.get(e)
@@ -185,7 +195,7 @@ class _GraphBuilder:
             for b in block.bindings:
                 self.binding(b)
         out = self.value(func.body.body)
-        outs = out if isinstance(out, list) else [out]
+        outs = self._tuple_entries(out, "the result of main") if isinstance(out, list) else [out]
         graph = {
             "format_version": GRAPH_FORMAT_VERSION,
             "devices": self.devices,
@@ -247,7 +257,7 @@ class _GraphBuilder:
                 self.kernel(b, sym[len(KERNEL_PREFIX):], v)
                 return
             if sym == "vm.builtin.copy_to":
-                src, dst = self.ref[a[0]] if isinstance(a[0], E.Var) else self.const_entry(a[0], 0), None
+                src, dst = self.source_entry(a[0], "a copy"), None
                 dev = int(_prim(a[1]))
                 if len(a) > 2 and isinstance(a[2], E.Var):
                     dst = self.ref[a[2]]
@@ -261,11 +271,11 @@ class _GraphBuilder:
                 self.ref[b.var] = dst
                 return
             if sym == "vm.builtin.reshape":
-                src = self.entries[self.ref[a[0]]]
+                src = self.entries[self.source_entry(a[0], "a reshape")]
                 self.ref[b.var] = self.entry(src["storage_id"], src["offset"], _prim(a[1]), src["dtype"])
                 return
             if sym == "vm.builtin.view_at":
-                src = self.entries[self.ref[a[0]]]
+                src = self.entries[self.source_entry(a[0], "a view")]
                 offset = src["offset"] + int(_prim(a[1]))
                 self.ref[b.var] = self.entry(src["storage_id"], offset, _prim(a[2]), src["dtype"])
                 return

@@ -221,3 +221,36 @@ def test_a_constant_planned_on_a_device_is_a_param_there_not_a_copy_per_run():
         ex.set_input(x=np.array([x], "float32"))
         ex.run()
         np.testing.assert_array_equal(host(ex.get_output(0)), np.array([2.5, x, 2.5], "float32"))
+
+
+def test_found_by_the_graph_property_nested_result_and_constant_reshape():
+    """The generated-program property found: a nested tuple result made an
+    invalid graph ('output [0] out of range') instead of a build error; and a
+    reshape of a folded constant failed inside codegen (KeyError)."""
+    from hetvm.script import from_source
+
+    nested = from_source('''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x0: R.Tensor((), dtype="float32")):
+        lv: R.Tuple(R.Tensor((), dtype="float32")) = (x0,)
+        lv1: R.Tensor((), dtype="float32") = lv[0]
+        return (lv1, (x0,))
+''')
+    with pytest.raises(HetvmError, match="nested tuple; use executor='vm'"):
+        build(nested, executor="graph")
+    reshaped = from_source('''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x0: R.Tensor((), dtype="float32")) -> R.Tensor((1, 1), dtype="float32"):
+        lv: R.Tensor((), dtype="float32") = R.zeros(R.shape([]), dtype="float32")
+        lv1: R.Tensor((1, 1), dtype="float32") = R.reshape(lv, R.shape([1, 1]))
+        return lv1
+''')
+    gm = build(reshaped, executor="graph")
+    ex = create(gm.graph, gm.lib)
+    ex.set_input("x0", np.float32(1.5))
+    ex.run()
+    np.testing.assert_array_equal(ex.get_output(0).numpy(), np.zeros((1, 1), "float32"))
