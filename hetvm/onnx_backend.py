@@ -268,7 +268,7 @@ class HetvmBackendRep(_BackendRep):  # type: ignore[misc,valid-type]
         args = self._arrange(inputs)
         if self._binder is not None:
             dtypes = self._binder.dtypes
-            values = {n: np.ascontiguousarray(a, dtype=dtypes[n])
+            values = {n: np.asarray(a, dtype=dtypes[n], order="C")
                       for n, a in zip(self.input_names, args) if n in dtypes}  # fmt: skip
             self.vm, self._param_info = self._binder.load(values)
             bound = set(self._binder.names())

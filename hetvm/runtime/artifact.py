@@ -46,7 +46,7 @@ def _constants_bytes(constants: list) -> bytes:
     buf = io.BytesIO()
     arrays = {}
     for i, c in enumerate(constants):
-        arr = np.ascontiguousarray(np.asarray(c))
+        arr = np.asarray(c, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
         if arr.dtype.hasobject or arr.dtype.kind not in "biuf":
             raise ArtifactError(f"constant c[{i}] has unsupported dtype {arr.dtype}")
         arrays[f"c{i}"] = arr

@@ -239,7 +239,7 @@ class CupyAPI(DeviceAPI):
         return self.xp.asnumpy(array)
 
     def from_host(self, host: np.ndarray, dst: Any) -> None:
-        dst.set(np.ascontiguousarray(host))
+        dst.set(np.asarray(host, order="C"))  # (ascontiguousarray makes 0-d 1-d)
 
     def synchronize(self) -> None:
         cp = self.xp

@@ -192,5 +192,5 @@ def array(data: Any, dev: Device | None = None) -> NDArray:
     host = np.asarray(data)
     np_dtype(host.dtype)
     out = empty(host.shape, host.dtype, dev)
-    get_api(out.device).from_host(np.ascontiguousarray(host), out._data)
+    get_api(out.device).from_host(np.asarray(host, order="C"), out._data)  # keeps 0-d
     return out

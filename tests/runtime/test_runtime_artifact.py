@@ -196,3 +196,30 @@ def test_random_corruption_raises_only_artifact_error(tmp_path, artifact):
         assert loaded.to_json() == original
         outcomes["ok"] += 1
     assert outcomes["error"] > 250
+
+
+def test_a_scalar_constant_survives_export_and_load(tmp_path):
+    """Found by the export property: np.ascontiguousarray made the 0-d constant
+    of `x + 1.0` a (1,) array, so the artifact failed its own load check
+    ("constant c[0] is (1,) float32, declared () float32"). On sim the same
+    call made a 0-d host array 1-d on its way to the device."""
+    from hetvm.script import from_source
+
+    mod = from_source('''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((), dtype="float32")) -> R.Tensor((), dtype="float32"):
+        lv: R.Tensor((), dtype="float32") = R.add(x, R.const(1.0, "float32"))
+        return lv
+''')
+    path = tmp_path / "scalar.hvm"
+    from hetvm.runtime.artifact import export_executable, load_module
+
+    export_executable(hetvm.build(mod), path)
+    exe = load_module(path)
+    assert exe.constants[0].shape == ()
+    out = hetvm.VirtualMachine(exe)["main"](np.float32(2.0))
+    assert out.numpy().shape == () and out.numpy() == np.float32(3.0)
+    on_sim = hetvm.nd.array(np.float32(2.5), hetvm.device("sim", 0))
+    assert on_sim.shape == () and on_sim.copyto(hetvm.cpu(0)).numpy() == np.float32(2.5)
