@@ -242,8 +242,21 @@ class Allocator:
                     f"{self.api.allocated} bytes in use (this allocator: {self.bytes_in_use}), "
                     f"capacity {self.api.capacity} bytes"
                 )
+        try:
+            buf = self.api.raw_alloc(nbytes)
+        except MemoryError as exc:  # the host (or device library) refused it
+            if isinstance(exc, OutOfMemoryError):
+                raise
+            self.release_all()  # pooled blocks are bytes the next try may get
+            try:
+                buf = self.api.raw_alloc(nbytes)
+            except MemoryError:
+                raise OutOfMemoryError(
+                    f"out of memory on {self.device}: the system refused {nbytes} bytes with "
+                    f"{self.api.allocated} bytes in use (this allocator: {self.bytes_in_use})"
+                ) from None
         self.raw_allocs += 1
-        return self.api.raw_alloc(nbytes)
+        return buf
 
     def _take(self, nbytes: int) -> tuple[Any, dict | None]:
         """A buffer and its kept views (see ``Allocation.views``)."""

@@ -115,6 +115,68 @@ def test_corrupted_artifact_fails_cleanly(tmp_path):
         load_graph(str(tmp_path / "trunc.hetvmg"))
 
 
+def _mutate(value, rng):
+    """One random edit of a JSON value: a number nudged or replaced, a string or
+    key changed, a list entry dropped, a field of another type."""
+    if isinstance(value, dict) and value:
+        key = rng.choice(sorted(value))
+        if rng.random() < 0.15:
+            del value[key]
+        else:
+            value[key] = _mutate(value[key], rng)
+        return value
+    if isinstance(value, list) and value:
+        i = rng.randrange(len(value))
+        if rng.random() < 0.15:
+            del value[i]
+        else:
+            value[i] = _mutate(value[i], rng)
+        return value
+    return rng.choice([-1, 0, 1 << 40, 3.5, "x", None, [], {}, value + 1 if isinstance(value, int) else "f64"])
+
+
+def test_edited_and_rehashed_graph_fails_only_with_hetvm_errors(tmp_path):
+    """A graph file edited *and* re-hashed passes the hash check; loading,
+    creating and running it must then fail with a hetvm error naming what is
+    wrong, never a KeyError/TypeError/IndexError from deep inside, and never a
+    view outside a storage."""
+    import hashlib
+    import json
+    import random
+    import zipfile
+
+    gm = build(conv_like(), target="sim", target_host="llvm", executor="graph")
+    path = tmp_path / "g.hetvmg"
+    gm.export(str(path))
+    with zipfile.ZipFile(path) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    rng = random.Random(7)
+    rt = [hetvm.cpu(0), hetvm.device("sim", 0)]
+    x = np.ones((4, 8), "float32")
+    outcomes = {"refused": 0, "ran": 0}
+    for trial in range(300):
+        name = "graph.json" if trial % 4 else "lib.json"
+        doc = json.loads(members[name])
+        for _ in range(rng.randint(1, 3)):
+            doc = _mutate(doc, rng)
+        edited = dict(members, **{name: json.dumps(doc).encode()})
+        manifest = json.loads(edited["manifest.json"])
+        manifest["members"][name] = hashlib.sha256(edited[name]).hexdigest()
+        edited["manifest.json"] = json.dumps(manifest).encode()
+        target = tmp_path / "edited.hetvmg"
+        with zipfile.ZipFile(target, "w") as zf:
+            for n, blob in edited.items():
+                zf.writestr(n, blob)
+        try:
+            loaded = load_graph(str(target))
+            ex = create(loaded.graph, loaded.lib, rt)
+            ex.run(x=x, w=x)
+            outcomes["ran"] += 1
+        except HetvmError:
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 150, outcomes
+
+
 def test_kernel_on_wrong_device_is_refused():
     gm = build(conv_like(), target="sim", target_host="llvm", executor="graph")
     graph = dict(gm.graph)
