@@ -94,6 +94,21 @@ def _check_args(args: Any, func: VMFunction, exe: Executable, where: str) -> Non
                 raise BytecodeError(f"{where}: unknown function reference {value!r}")
 
 
+# builtins that take a device index, and its position among their arguments
+_DEVICE_ARG = {"alloc_storage": 1, "alloc_tensor_direct": 2, "copy_to": 1}
+
+
+def _check_device_arg(ins: Call, ndev: int, where: str) -> None:
+    """An immediate device index of a builtin is an int naming a device (one in
+    a register is checked when it runs)."""
+    pos = _DEVICE_ARG.get(ins.func[len(BUILTIN_PREFIX):]) if ins.func.startswith(BUILTIN_PREFIX) else None
+    if pos is None or len(ins.args) <= pos or ins.args[pos][0] != "i":
+        return
+    dev = ins.args[pos][1]
+    if not _is_int(dev) or not 0 <= dev < max(ndev, 1):
+        raise BytecodeError(f"{where}: device index {dev!r} out of range ({ndev} devices)")
+
+
 def _validate_function(func: VMFunction, exe: Executable) -> None:
     fw = f"function '{func.name}'"
     if not isinstance(func.params, list) or not all(isinstance(p, str) for p in func.params):
@@ -127,6 +142,7 @@ def _validate_function(func: VMFunction, exe: Executable) -> None:
                 if ins.func[len(BUILTIN_PREFIX):] not in BUILTINS:
                     raise BytecodeError(f"{where}: unknown builtin '{ins.func}'")
             _check_args(ins.args, func, exe, where)
+            _check_device_arg(ins, len(exe.devices), where)
         elif isinstance(ins, KernelCall):
             if not isinstance(ins.op, str) or not ins.op:
                 raise BytecodeError(f"{where}: kernel op must be a name")

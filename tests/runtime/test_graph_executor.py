@@ -12,6 +12,7 @@ from hetvm.graph_executor import create, load_graph
 from hetvm.ir import BlockBuilder, TensorStructInfo, Var, VDevice
 from hetvm.ir import expr as E
 from hetvm.pipeline import build
+from hetvm.testing.mutations import mutate_json
 
 CPU = VDevice("llvm", 0)
 SIM = VDevice("sim", 0)
@@ -115,26 +116,6 @@ def test_corrupted_artifact_fails_cleanly(tmp_path):
         load_graph(str(tmp_path / "trunc.hetvmg"))
 
 
-def _mutate(value, rng):
-    """One random edit of a JSON value: a number nudged or replaced, a string or
-    key changed, a list entry dropped, a field of another type."""
-    if isinstance(value, dict) and value:
-        key = rng.choice(sorted(value))
-        if rng.random() < 0.15:
-            del value[key]
-        else:
-            value[key] = _mutate(value[key], rng)
-        return value
-    if isinstance(value, list) and value:
-        i = rng.randrange(len(value))
-        if rng.random() < 0.15:
-            del value[i]
-        else:
-            value[i] = _mutate(value[i], rng)
-        return value
-    return rng.choice([-1, 0, 1 << 40, 3.5, "x", None, [], {}, value + 1 if isinstance(value, int) else "f64"])
-
-
 def test_edited_and_rehashed_graph_fails_only_with_hetvm_errors(tmp_path):
     """A graph file edited *and* re-hashed passes the hash check; loading,
     creating and running it must then fail with a hetvm error naming what is
@@ -158,7 +139,7 @@ def test_edited_and_rehashed_graph_fails_only_with_hetvm_errors(tmp_path):
         name = "graph.json" if trial % 4 else "lib.json"
         doc = json.loads(members[name])
         for _ in range(rng.randint(1, 3)):
-            doc = _mutate(doc, rng)
+            doc = mutate_json(doc, rng)
         edited = dict(members, **{name: json.dumps(doc).encode()})
         manifest = json.loads(edited["manifest.json"])
         manifest["members"][name] = hashlib.sha256(edited[name]).hexdigest()

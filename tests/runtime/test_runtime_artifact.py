@@ -11,6 +11,7 @@ import pytest
 import hetvm
 from hetvm.errors import ArtifactError
 from hetvm.runtime.bytecode import Call, Executable, KernelCall, Kill, Ret, VMFunction
+from hetvm.testing.mutations import mutate_json
 
 B = "vm.builtin."
 F32 = "float32"
@@ -223,3 +224,27 @@ class Module:
     assert out.numpy().shape == () and out.numpy() == np.float32(3.0)
     on_sim = hetvm.nd.array(np.float32(2.5), hetvm.device("sim", 0))
     assert on_sim.shape == () and on_sim.copyto(hetvm.cpu(0)).numpy() == np.float32(2.5)
+
+
+def test_edited_and_rehashed_program_fails_only_with_hetvm_errors(tmp_path, artifact):
+    """An executable.json edited and re-hashed passes the checksum; the bytecode
+    validation behind it (and the VM, if it loads) must then fail with a hetvm
+    error, never a KeyError/TypeError from deep inside."""
+    with zipfile.ZipFile(artifact) as zf:
+        program = json.loads(zf.read("executable.json"))
+    rng = random.Random(11)
+    x = np.array([0.0, 0.5, -1.0, 2.0], F32)
+    outcomes = {"refused": 0, "ran": 0}
+    for _ in range(300):
+        doc = json.loads(json.dumps(program))
+        for _ in range(rng.randint(1, 3)):
+            doc = mutate_json(doc, rng)
+        target = tmp_path / "edited.hetvm"
+        rewrite(artifact, target, program=json.dumps(doc).encode())
+        try:
+            vm = hetvm.VirtualMachine(hetvm.load_module(str(target)))
+            vm["main"](x)
+            outcomes["ran"] += 1
+        except hetvm.HetvmError:
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 150, outcomes
