@@ -239,8 +239,15 @@ class _GraphImporter:
         self._bind(view, outputs)
 
     def _fold(self, view: NodeView) -> list[Any] | None:
-        outs = fold_node(view.op_type, view.inputs, view.attrs, view.opset, view.proto,
-                         num_outputs=len(view.output_names))  # fmt: skip
+        try:
+            outs = fold_node(view.op_type, view.inputs, view.attrs, view.opset, view.proto,
+                             num_outputs=len(view.output_names))  # fmt: skip
+        except HetvmError:
+            raise
+        except Exception as exc:  # NumPy or onnx.reference refusing the node's values
+            raise self.ctx.error(
+                f"cannot evaluate it on its constant inputs ({type(exc).__name__}: {exc})"
+            ) from None
         if outs is not None and any(n in self.ctx.param_eligible for n in view.input_names if n):
             self.ctx.param_eligible.update(o for o in view.output_names if o)
         return outs

@@ -291,6 +291,8 @@ def split_sizes(
     """
     if isinstance(indices_or_sections, int):
         n = indices_or_sections
+        if n < 1:
+            raise fail("split", f"needs at least one section, got {n}")
         chunk = P.floordiv(P.add(dim, n - 1), n)
         last = P.sub(dim, P.mul(chunk, n - 1))
         c = P.const_value(last)

@@ -16,6 +16,7 @@ import warnings
 import zipfile
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -215,3 +216,68 @@ def test_loader_on_damaged_artifacts(tmp_path_factory, data):
         vm["main"](np.ones((2, 3), "float32"))
     except HetvmError:
         pass
+
+
+# -- the ONNX importer ----------------------------------------------------------
+
+# node cases of the onnx package used as the models to damage: small, and
+# between them conv/pool windows, shapes, splits, gathers and constant folding
+_ONNX_BASES = ("test_conv_with_strides_padding", "test_maxpool_2d_pads", "test_averagepool_2d_same_upper",
+               "test_maxpool_1d_default", "test_split_equal_parts_default_axis_opset18",
+               "test_split_variable_parts_2d_opset13", "test_reshape_reordered_all_dims", "test_concat_2d_axis_0",
+               "test_gather_0", "test_slice", "test_transpose_all_permutations_0", "test_einsum_transpose",
+               "test_gemm_all_attributes", "test_batchnorm_example", "test_softmax_axis_1", "test_expand_dim_changed",
+               "test_unsqueeze_two_axes", "test_resize_upsample_scales_nearest", "test_constant_pad",
+               "test_where_example", "test_layer_normalization_2d_axis0", "test_reduce_mean_keepdims_example",
+               "test_tile", "test_flatten_axis1", "test_clip", "test_cast_FLOAT_to_FLOAT16")  # fmt: skip
+
+
+def _onnx_bases() -> list:
+    """The base models (collecting the onnx package's cases takes ~3 s once)."""
+    if not _BASES_CACHE:
+        pytest.importorskip("onnx")
+        from onnx.backend.test.case.node import collect_testcases
+
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")  # the package computes its expected outputs
+            models = {case.name: case.model for case in collect_testcases(None) if case.name in _ONNX_BASES}
+        _BASES_CACHE.extend(models[n] for n in _ONNX_BASES if n in models)
+    return _BASES_CACHE
+
+
+_BASES_CACHE: list = []
+
+
+@fuzz_settings(150)
+@given(st.integers(0, 2**31 - 1))
+def test_importer_on_damaged_onnx_models(seed):
+    """A damaged small model (attributes, dims, inputs, op types, initializers,
+    dropped nodes) is imported, built and run: whatever happens, only hetvm's
+    errors may come out. (This found a 1-value kernel_shape on a 2-D pool,
+    Einsum with a bad equation folded by onnx.reference, and Split's
+    num_outputs=2**33 building a list of 8 billion sections.)"""
+    import copy
+    import random
+
+    from hetvm.frontend import from_onnx
+    from hetvm.ir import prim as P
+    from hetvm.testing.mutations import mutate_onnx
+
+    bases = _onnx_bases()
+    rng = random.Random(seed)
+    model = copy.deepcopy(rng.choice(bases))
+    op_types = sorted({n.op_type for m in bases for n in m.graph.node})
+    for _ in range(rng.randint(1, 2)):
+        mutate_onnx(model, rng, op_types)
+    try:
+        mod = from_onnx(model)
+        exe = hetvm.build(mod)
+        data = np.random.default_rng(seed)
+        args = []
+        for p in mod["main"].params:
+            shape = [int(c) if (c := P.const_value(d)) is not None else 2 for d in p.struct_info.shape or ()]
+            args.append(np.asarray(data.standard_normal(shape), p.struct_info.dtype or "float32"))
+        hetvm.VirtualMachine(exe)["main"](*args)
+    except HetvmError:
+        pass
+

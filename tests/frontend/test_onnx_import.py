@@ -110,6 +110,35 @@ def test_unsupported_attribute_names_the_node(kit):
         from_onnx(model)
 
 
+def test_window_attributes_must_match_the_spatial_rank(kit):
+    """Found by the damaged-model fuzz test: a 1-value kernel_shape on a 2-D pool
+    failed with IndexError inside the converter."""
+    model = kit.node_model("MaxPool", {"x": ("float32", [1, 1, 4, 4])}, kernel_shape=[2])
+    with pytest.raises(FrontendError, match="MaxPool node 'the_maxpool'.*'kernel_shape' needs 2 value"):
+        from_onnx(model)
+    model = kit.node_model("AveragePool", {"x": ("float32", [1, 1, 4, 4])}, kernel_shape=[2, 2], strides=[0, 1])
+    with pytest.raises(FrontendError, match="'strides' values must be positive"):
+        from_onnx(model)
+
+
+def test_split_sections_must_match_the_outputs(kit):
+    """Found by the fuzz test: num_outputs=2**33 built a list of 8 billion sections
+    (the importer now holds num_outputs to the node's outputs)."""
+    model = kit.node_model("Split", {"x": ("float32", [4, 2])}, outputs=("a", "b"), opset=18,
+                           axis=0, num_outputs=3)  # fmt: skip
+    with pytest.raises(FrontendError, match="num_outputs=3, but the node has 2 output"):
+        from_onnx(model)
+
+
+def test_a_constant_node_its_folder_refuses_is_a_frontend_error(kit):
+    """Found by the fuzz test: an Einsum of constants with a damaged equation went
+    to onnx.reference, whose TypeError escaped the importer."""
+    a = np.ones((2, 3), "float32")
+    model = kit.node_model("Einsum", {}, initializers={"a": a}, equation="ij->jk")
+    with pytest.raises(FrontendError, match="Einsum node 'the_einsum'.*cannot evaluate it on its constant inputs"):
+        from_onnx(model)
+
+
 def test_shape_error_names_node_and_inputs(kit):
     model = kit.node_model("MatMul", {"a": ("float32", [2, 3]), "b": ("float32", ["k", 5])})
     with pytest.raises(FrontendError, match="MatMul node 'the_matmul'") as info:

@@ -27,6 +27,15 @@ def _spatial_rank(ctx: ConvertContext, x: E.Expr) -> int:
     return rank - 2
 
 
+def _check_window(ctx: ConvertContext, k: int, **attrs: Sequence[int]) -> None:
+    """Each window attribute has one positive value per spatial axis."""
+    for name, values in attrs.items():
+        if len(values) != k:
+            raise ctx.error(f"'{name}' needs {k} value(s) for a {k}-D input, got {list(values)}")
+        if any(int(v) < 1 for v in values):
+            raise ctx.error(f"'{name}' values must be positive, got {list(values)}")
+
+
 def _pads(
     ctx: ConvertContext,
     node: NodeView,
@@ -106,6 +115,7 @@ def _conv(ctx: ConvertContext, node: NodeView) -> Any:
         raise ctx.error("the kernel shape must be static")
     strides = node.attr("strides", [1] * k)
     dilations = node.attr("dilations", [1] * k)
+    _check_window(ctx, k, kernel_shape=kernel, strides=strides, dilations=dilations)
     pads = _pads(ctx, node, x, kernel, strides, dilations)
     if k == 1:
         warr = ctx.folded(1)
@@ -128,9 +138,12 @@ def _conv(ctx: ConvertContext, node: NodeView) -> Any:
 def _pool(ctx: ConvertContext, node: NodeView, op: str, **extra: Any) -> Any:
     x = ctx.tensor(0, "X")
     k = _spatial_rank(ctx, x)
+    if node.attr("kernel_shape") is None:
+        raise ctx.error("the required attribute 'kernel_shape' is missing")
     kernel = [int(v) for v in node.attr("kernel_shape")]
     strides = node.attr("strides", [1] * k)
     dilations = node.attr("dilations", [1] * k)
+    _check_window(ctx, k, kernel_shape=kernel, strides=strides, dilations=dilations)
     pads = _pads(ctx, node, x, kernel, strides, dilations)
     y = ctx.call(
         op,

@@ -83,6 +83,8 @@ def _split(ctx: ConvertContext, node: NodeView) -> Any:
     sizes = ctx.ints(node.input(1), "split") if node.opset >= 13 else node.attr("split")
     count = len(node.output_names)
     if sizes:
+        if len(sizes) != count or any(int(s) < 0 for s in sizes):
+            raise ctx.error(f"'split' needs {count} non-negative sizes (one per output), got {list(sizes)}")
         indices, acc = [], 0
         for s in list(sizes)[:-1]:
             acc += int(s)
@@ -90,6 +92,8 @@ def _split(ctx: ConvertContext, node: NodeView) -> Any:
         ios: Any = indices
     else:
         ios = int(node.attr("num_outputs", count))
+        if ios != count:
+            raise ctx.error(f"num_outputs={ios}, but the node has {count} output(s)")
     tup = ctx.call("split", x, ios, axis)
     return [ctx.emit(E.TupleGetItem(tup, i), out or None) for i, out in enumerate(node.output_names)]
 
