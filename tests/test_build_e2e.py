@@ -147,3 +147,28 @@ def test_views_and_tuple_fields_survive_kills_with_poison():
     _, out = _run(bb.get(), xv, poison=True)
     expected = np.exp(xv)[:, :4].reshape(8, 2) ** 2
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6)
+
+
+def test_unread_values_are_neither_computed_nor_copied():
+    """The build drops dead code before device planning: an unread value that
+    would need a copy to sim:0 gets no copy, no kernel and no memory."""
+    from hetvm.pipeline import lower
+    from hetvm.script import from_source
+
+    mod = from_source('''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global"), I.vdevice("sim", 0, "global")]})
+    @R.function
+    def main(x: R.Tensor((8,), dtype="float32")) -> R.Tensor((8,), dtype="float32"):
+        unread = R.hint_on_device(R.exp(x), R.device("sim", 0))
+        unread2 = R.tanh(unread)
+        y = R.negative(x)
+        return y
+''')
+    text = lower(mod).script()
+    assert "kernel.exp" not in text and "kernel.tanh" not in text and "copy_to" not in text
+    exe = hetvm.build(mod)
+    assert exe.metadata["device_copies"] == []
+    out = hetvm.VirtualMachine(exe)["main"](np.arange(8, dtype="float32"))
+    np.testing.assert_array_equal(out.numpy(), -np.arange(8, dtype="float32"))
