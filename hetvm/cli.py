@@ -123,6 +123,17 @@ def _save_outputs(path: str, outputs: Sequence[Any], names: Sequence[str] | None
 
 
 # -- commands -------------------------------------------------------------------
+def _positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     console = _console(args)
     setup = _setup(args)
@@ -279,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _inputs_args(p)
     p.add_argument("--executor", choices=("vm", "graph"), default="vm")
-    p.add_argument("--repeat", type=int, default=1, help="run N times, report the last")
+    p.add_argument("--repeat", type=_positive_int, default=1, help="run N times, report the last")
     p.add_argument("--save-outputs", metavar="FILE.npz", help="save the outputs")
     p.set_defaults(func=cmd_run)
 

@@ -96,8 +96,29 @@ def parse_missing(items: Sequence[str] | None) -> dict[str, set[str]]:
         if not sep or not ops.strip():
             raise DevicePlanError(f"--missing-kernel '{item}': expected DEVICE=op[,op...]")
         key = device_name(_vdevice(dev))
-        out.setdefault(key, set()).update(o.strip() for o in ops.split(",") if o.strip())
+        names = [o.strip() for o in ops.split(",") if o.strip()]
+        for name in names:
+            _check_op_name(name, item)
+        out.setdefault(key, set()).update(names)
     return out
+
+
+def _check_op_name(name: str, item: str) -> None:
+    """A missing kernel is named by a hetvm op (``nn.conv2d``); an ONNX op type
+    (``Conv``) or a typo would otherwise configure nothing, silently."""
+    import difflib
+
+    from ..ir.op_registry import registered_ops
+
+    ops = registered_ops()
+    if name in ops:
+        return
+    low = name.lower()
+    close = [o for o in ops if low in o.lower()][:4] or difflib.get_close_matches(low, ops, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise DevicePlanError(
+        f"--missing-kernel '{item}': '{name}' is not a hetvm op (name hetvm ops, not ONNX op types{hint})"
+    )
 
 
 def parse_place_rules(items: Sequence[str] | None, setup: DeviceSetup) -> list[tuple[str, VDevice]]:

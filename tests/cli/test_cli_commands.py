@@ -193,3 +193,16 @@ def test_graph_executor_gives_the_vm_result(capsys, demo_onnx, tmp_path):
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6)
     # both show the build's plan (no reuse, lower bound, planned, predicted peak)
     assert rows[0][1:9] == rows[1][1:9] and "-" not in rows[1][1:9], rows
+
+
+def test_missing_kernel_names_a_hetvm_op_and_repeat_is_positive(capsys, demo_onnx):
+    """An ONNX op type after --missing-kernel configured nothing, silently (the
+    model then ran wholly on sim:0); now it is an error with hetvm's names."""
+    code, _, err = run_cli(capsys, "run", demo_onnx, "--devices", "sim:0,cpu",
+                           "--missing-kernel", "sim:0=Softmax", "--plain")  # fmt: skip
+    assert code == 1 and "'Softmax' is not a hetvm op" in err and "nn.softmax" in err
+    assert len(err.strip().splitlines()) == 1
+    with pytest.raises(SystemExit) as info:
+        main(["run", demo_onnx, "--repeat", "0"])
+    assert info.value.code == 2
+    assert "must be at least 1" in capsys.readouterr().err
