@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..ir import expr as E
@@ -60,29 +61,70 @@ def slice_length(
 ) -> P.PrimExpr:
     """Elements of ``range(dim)[begin:end:stride]``.
 
-    Exact (NumPy clamping) when everything is constant; with a symbolic
-    dimension, indices are taken as in range and an end >= 2**31-1 (or
-    <= -2**31+1 for negative strides) as "to the end".
+    Exact (NumPy clamping) whenever begin and end are constants, the dimension
+    symbolic or not: ``x[-3:1]`` on a dim ``n`` has ``min(1, n) - max(n - 3, 0)``
+    elements, never a negative count, so a valid slice of a short input gets a
+    buffer of its true size (with ``n - 2`` it got 3 elements for ``n = 1``).
+    Clamps that the bounds of ``dim`` decide vanish (``x[0:]`` is ``n``,
+    ``x[1:]`` is ``max(n - 1, 0)``). A symbolic begin or end is taken as in
+    range, and an end >= 2**31-1 (<= -2**31+1 for negative strides) as "to the end".
     """
     cd, cb, ce = P.const_value(dim), _const(begin), _const(end)
     if cd is not None and cb is not None and ce is not None:
         return P.IntImm(len(range(cd)[slice(cb, ce, stride)]))
     if stride > 0:
-        b = _from_end(dim, begin)
-        e = dim if ce is not None and ce >= _BIG else _from_end(dim, end)
-        return P.floordiv(P.add(P.sub(e, b), stride - 1), stride)
-    b = P.sub(dim, 1) if cb is not None and cb >= _BIG else _from_end(dim, begin)
-    e = P.IntImm(-1) if ce is not None and ce <= -_BIG else _from_end(dim, end)
-    return P.floordiv(P.add(P.sub(b, e), -stride - 1), -stride)
+        b = _clamped(dim, begin, 0, dim)
+        e = _Clamp(None, (dim,)) if ce is not None and ce >= _BIG else _clamped(dim, end, 0, dim)
+        span = _difference(e, b)
+    else:
+        last = P.sub(dim, 1)
+        b = _Clamp(None, (last,)) if cb is not None and cb >= _BIG else _clamped(dim, begin, -1, last)
+        e = _Clamp(None, (P.IntImm(-1),)) if ce is not None and ce <= -_BIG else _clamped(dim, end, -1, last)
+        span = _difference(b, e)
+    if cb is not None and ce is not None:
+        span = P.max_(span, 0)
+    step = abs(stride)
+    return span if step == 1 else P.floordiv(P.add(span, step - 1), step)
 
 
 def _const(v: int | P.PrimExpr) -> int | None:
     return v if isinstance(v, int) else P.const_value(v)
 
 
-def _from_end(dim: P.PrimExpr, index: int | P.PrimExpr) -> P.PrimExpr:
+@dataclass(frozen=True)
+class _Clamp:
+    """``kind(*terms)`` with kind "min", "max" or None (the one term itself):
+    kept apart until subtracted, so ``n - min(1, n)`` becomes ``max(n - 1, 0)``."""
+
+    kind: str | None
+    terms: tuple[P.PrimExpr, ...]
+
+
+def _clamped(dim: P.PrimExpr, index: int | P.PrimExpr, lo: int, hi: P.PrimExpr) -> _Clamp:
+    """A slice index as NumPy resolves it: counted from the end when negative,
+    then clamped to ``[lo, hi]`` (a symbolic index is taken as in range)."""
     c = _const(index)
-    return P.add(dim, c) if c is not None and c < 0 else P.as_prim(index)
+    if c is None:
+        return _Clamp(None, (P.as_prim(index),))
+    if c < 0:
+        return _Clamp("max", (P.add(dim, c), P.IntImm(lo)))
+    return _Clamp("min", (P.IntImm(c), hi))
+
+
+def _difference(a: _Clamp, b: _Clamp) -> P.PrimExpr:
+    """``a - b``, with min/max distributed over the subtraction
+    (x - min(p, q) = max(x - p, x - q)) so that bounds can simplify each term."""
+    flip = {"min": P.max_, "max": P.min_}
+    keep = {"min": P.min_, "max": P.max_}
+
+    def minus_b(x: P.PrimExpr) -> P.PrimExpr:
+        if b.kind is None:
+            return P.sub(x, b.terms[0])
+        return flip[b.kind](P.sub(x, b.terms[0]), P.sub(x, b.terms[1]))
+
+    if a.kind is None:
+        return minus_b(a.terms[0])
+    return keep[a.kind](minus_b(a.terms[0]), minus_b(a.terms[1]))
 
 
 def _infer_strided_slice(call: E.Call) -> S.StructInfo:

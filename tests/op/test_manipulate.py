@@ -202,7 +202,7 @@ def test_strided_slice_matches_numpy(begin, end, stride):
 def test_strided_slice_symbolic_and_attrs():
     call = op.strided_slice(tensor((n, 8)), axes=(0, 1), begin=(1, 0), end=(2**31 - 1, 8),
                             strides=(1, 2))
-    assert prim.prove_equal(call.struct_info.shape[0], n - 1)
+    assert prim.prove_equal(call.struct_info.shape[0], prim.max_(n - 1, 0))  # x[1:] of n = 0 is empty
     assert prim.const_value(call.struct_info.shape[1]) == 4
     assert call.attrs["begin"] == (1, 0) and call.attrs["strides"] == (1, 2)
     default = op.strided_slice(tensor((n, 8)), [1], [0], [4])
@@ -210,6 +210,22 @@ def test_strided_slice_symbolic_and_attrs():
     assert prim.evaluate(
         op.strided_slice(tensor((n,)), [0], [-4], [-1]).struct_info.shape[0], {n: 10}
     ) == 3
+
+
+@pytest.mark.parametrize("stride", [1, 2, -1, -2])
+def test_strided_slice_symbolic_clamps_like_numpy(stride):
+    """Regression (ONNX composition fuzz): ``x[-3:1]`` on a dim ``n`` took its
+    indices as in range (n - 2 elements), so with n = 1 the kernel's one-element
+    result did not fit a 3-element buffer. Every constant begin/end now clamps."""
+    import numpy as np
+
+    big = 2**31 - 1
+    for begin in (-9, -3, -1, 0, 1, 4, big, -big - 1):
+        for end in (-9, -3, -1, 0, 1, 4, big, -big - 1):
+            dim = op.strided_slice(tensor((n,)), [0], [begin], [end], [stride]).struct_info.shape[0]
+            for size in range(7):
+                expect = np.arange(size)[begin:end:stride].size
+                assert prim.evaluate(dim, {n: size}) == expect, (begin, end, stride, size)
 
 
 def test_strided_slice_errors():
