@@ -442,12 +442,20 @@ def fold_node(
             outs = folder(inputs, attrs, opset)
         except _NotFoldable:
             return None
-        return [known(o) if isinstance(o, np.ndarray) and o.dtype == object else o for o in outs][
-            : max(num_outputs, 1)
-        ]
+        return [_as_known(o) for o in outs][: max(num_outputs, 1)]
     if symbolic or node_proto is None:
         return None
     return _reference_fold(node_proto, inputs, opset)
+
+
+def _as_known(value: Any) -> np.ndarray | SymArray:
+    """A folder's output as a known value. NumPy ufuncs on 0-d arrays return
+    scalars (``np.abs(np.asarray(-4))`` is an ``np.int64``), which no later
+    step reads as known: a folded scalar graph output crashed the import."""
+    if isinstance(value, SymArray):
+        return value
+    arr = np.asarray(value)
+    return known(arr) if arr.dtype == object else arr
 
 
 def _reference_fold(node_proto: Any, inputs: list, opset: int) -> list[np.ndarray]:

@@ -200,12 +200,16 @@ class _Builder:
         if all_static and self.draw(st.booleans()):
             name = self.fresh_name("w")
             self.initializers.append(numpy_helper.from_array(data, name))
-            return T(name, dtype, dims, exact=True)
-        name = self.fresh_name("x")
-        shape_proto = ["N" if d.is_n else d.value for d in dims]
-        self.inputs.append(helper.make_tensor_value_info(name, _ONNX_TYPE[dtype], shape_proto))
-        self.feeds[name] = data
-        return T(name, dtype, dims, exact=True, is_input=True)
+            t = T(name, dtype, dims, exact=True, is_input=True)
+        else:
+            name = self.fresh_name("x")
+            shape_proto = ["N" if d.is_n else d.value for d in dims]
+            self.inputs.append(helper.make_tensor_value_info(name, _ONNX_TYPE[dtype], shape_proto))
+            self.feeds[name] = data
+            t = T(name, dtype, dims, exact=True, is_input=True)
+        if not nonzero and self.draw(st.integers(0, 2)) == 0:
+            self.pool.append(t)  # later nodes may read it too
+        return t
 
     def node(self, op: str, ins: list[str], n_out: int = 1, **attrs: Any) -> list[str]:
         from onnx import helper
@@ -458,7 +462,9 @@ def _reshape_const(b: _Builder) -> bool:
 
 
 def _reshape_shape(b: _Builder) -> bool:
-    """Reshape x to [dims of another tensor gathered from its Shape..., -1]."""
+    """Reshape x to [dims of another tensor gathered from its Shape..., tail],
+    the tail -1, a static size, or the product of x's other dims computed from
+    its own Shape (Gather -> Mul -> Unsqueeze, as exported models do)."""
     x = b.pick(lambda t: t.rank >= 2)
     if x is None:
         return False
@@ -472,18 +478,43 @@ def _reshape_shape(b: _Builder) -> bool:
     assert src is not None  # x itself qualifies
     idx = [b.draw(st.sampled_from([i for i, e in enumerate(src.dims) if e.same(d)])) for d in lead]
     (shape,) = b.node("Shape", [src.name])
-    (picked,) = b.node("Gather", [shape, b.ints(idx)], axis=0)
-    tail_kind = b.draw(st.sampled_from(["-1", "none"] if k == x.rank - 1 else ["-1"]))
-    if tail_kind == "-1":
-        (target,) = b.node("Concat", [picked, b.ints([-1])], axis=0)
-        tail = (_prod(list(x.dims[k:])),)
+    parts = []
+    if b.draw(st.booleans()):
+        parts += b.node("Gather", [shape, b.ints(idx)], axis=0)
     else:
-        (target,) = b.node("Concat", [picked, b.ints([int(x.dims[-1].value)])], axis=0) if x.dims[-1].static else (None,)
-        if target is None:
-            return False
-        tail = (x.dims[-1],)
+        for i in idx:
+            (dim,) = b.node("Gather", [shape, b.const(np.asarray(i - src.rank if b.draw(st.booleans()) else i))], axis=0)
+            parts += b.node("Unsqueeze", [dim, b.ints([0])])
+    kinds = ["-1", "product"] + (["static"] if k == x.rank - 1 and x.dims[-1].static else [])
+    tail_kind = b.draw(st.sampled_from(kinds))
+    if tail_kind == "-1":
+        parts.append(b.ints([-1]))
+    elif tail_kind == "static":
+        parts.append(b.ints([x.dims[-1].value]))
+    else:
+        (own,) = b.node("Shape", [x.name])
+        (acc,) = b.node("Gather", [own, b.const(np.asarray(k))], axis=0)
+        for i in range(k + 1, x.rank):
+            (dim,) = b.node("Gather", [own, b.const(np.asarray(i))], axis=0)
+            (acc,) = b.node("Mul", [acc, dim])
+        parts += b.node("Unsqueeze", [acc, b.ints([0])])
+    (target,) = b.node("Concat", parts, axis=0) if len(parts) > 1 else parts
     (out,) = b.node("Reshape", [x.name, target])
-    b.add(T(out, x.dtype, tuple(lead) + tail, exact=x.exact))
+    b.add(T(out, x.dtype, tuple(lead) + (_prod(list(x.dims[k:])),), exact=x.exact))
+    return True
+
+
+def _expand_as(b: _Builder) -> bool:
+    """Expand x to the Shape of a tensor it broadcasts with."""
+    x = b.pick(lambda t: True)
+    if x is None:
+        return False
+    y = b.pick(lambda t: _broadcast(x.dims, t.dims) is not None)
+    assert y is not None  # x itself
+    dims = _broadcast(x.dims, y.dims)
+    (shape,) = b.node("Shape", [y.name])
+    (out,) = b.node("Expand", [x.name, shape])
+    b.add(T(out, x.dtype, dims, exact=x.exact))
     return True
 
 
@@ -821,6 +852,7 @@ OPS: dict[str, tuple[int, Callable[[_Builder], bool]]] = {
     "Where": (2, _where),
     "Cast": (1, _cast),
     "Expand": (1, _expand),
+    "ExpandAs": (2, _expand_as),
     "Gather": (1, _gather),
     "Identity": (1, _identity),
     "Clip": (1, _clip),

@@ -255,6 +255,18 @@ def test_constant_node_and_output_constant(kit):
     assert mod["main"].ret_struct_info.static_shape == (2,)
 
 
+@pytest.mark.parametrize("op", ["Abs", "Sqrt", "Neg", "Relu"])
+def test_folded_scalar_initializer_is_a_known_value(kit, op):
+    """Regression (ONNX composition fuzz): NumPy ufuncs give a 0-d array's result
+    as a NumPy scalar, so Abs of a scalar initializer folded to an np.int64 that
+    the importer did not take as known (AttributeError on a graph output)."""
+    dtype = "int64" if op != "Sqrt" else "float32"
+    nodes = [helper.make_node(op, ["w"], ["y"]), helper.make_node("Add", ["x", "y"], ["z"])]
+    inits = {"w": np.asarray(4 if op == "Sqrt" else -4, dtype)}
+    model = kit.model(nodes, {"x": (dtype, [2])}, {"y": dtype, "z": dtype}, inits)
+    kit.check(model, {"x": np.asarray([1, 2], dtype)})
+
+
 def test_symbolic_shape_chain_becomes_a_symbolic_reshape(kit):
     """Shape of an input with a symbolic batch folds to (batch, -1) arithmetic."""
     nodes = [
