@@ -233,7 +233,8 @@ def _reshape(ins, attrs, opset):
 @_folder("Flatten")
 def _flatten(ins, attrs, opset):
     data = _raw(ins[0])
-    axis = int(attrs.get("axis", 1)) % (data.ndim + 1) if data.ndim else 0
+    axis = int(attrs.get("axis", 1))
+    axis = axis + data.ndim if axis < 0 else axis  # -1 is the last axis, not ndim
     lead = int(np.prod(data.shape[:axis]))
     return [_wrap(data.reshape(lead, -1) if data.size else data.reshape(lead, 0), ins[0])]
 

@@ -267,6 +267,16 @@ def test_folded_scalar_initializer_is_a_known_value(kit, op):
     kit.check(model, {"x": np.asarray([1, 2], dtype)})
 
 
+@pytest.mark.parametrize("axis", [-2, -1, 0, 1, 2])
+def test_folded_flatten_negative_axis(kit, axis):
+    """Regression (ONNX composition fuzz): the folder took Flatten's axis modulo
+    rank + 1, so axis=-1 of a (5, 2) initializer gave (10, 1), not (5, 2)."""
+    w = np.arange(10, dtype=np.float32).reshape(5, 2)
+    nodes = [helper.make_node("Flatten", ["w"], ["f"], axis=axis), helper.make_node("Relu", ["f"], ["y"])]
+    model = kit.model(nodes, {}, ["y"], {"w": w})
+    kit.check(model, {})
+
+
 def test_symbolic_shape_chain_becomes_a_symbolic_reshape(kit):
     """Shape of an input with a symbolic batch folds to (batch, -1) arithmetic."""
     nodes = [
