@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .common import as_ints, axes_or_none, store
 from .registry import register_kernel
 
@@ -86,12 +88,34 @@ def strided_slice(xp: Any, attrs: dict, x: Any, *rest: Any) -> None:
     """Slices on ``axes`` with Python/NumPy clamping (attrs axes, begin, end, strides)."""
     out = rest[-1]
     axes = as_ints(attrs["axes"])
-    begin, end = as_ints(attrs["begin"]), as_ints(attrs["end"])
     strides = as_ints(attrs.get("strides") or (1,) * len(axes))
     index = [slice(None)] * x.ndim
-    for a, b, e, s in zip(axes, begin, end, strides):
-        index[a] = slice(b, e, s)
+    for a, b, e, s in zip(axes, attrs["begin"], attrs["end"], strides):
+        if isinstance(b, (int, np.integer)) and isinstance(e, (int, np.integer)):
+            index[a] = slice(b, e, s)
+        else:
+            index[a] = _window(x.shape[a], b, e, s, out.shape[a])
     store(out, x[tuple(index)])
+
+
+def _window(dim: int, begin: Any, end: Any, stride: int, length: int) -> slice:
+    """The slice of one axis whose begin or end is symbolic (serialized, so not
+    known here): its element count is the output buffer's extent, which the VM
+    computed from the bound shape variables, and the constant bound fixes where
+    it lies (an ONNX Slice ending at Shape(y)[1] gives such an end)."""
+    if length == 0:
+        return slice(0, 0)
+    if isinstance(begin, (int, np.integer)):
+        first = range(dim)[slice(begin, None, stride)]
+        start = first.start if len(first) else (0 if stride > 0 else dim - 1)
+    elif isinstance(end, (int, np.integer)) and abs(stride) == 1:
+        stop = range(dim)[slice(None, end, stride)]
+        last = stop.stop  # exclusive bound, clamped like NumPy
+        start = last - length * stride
+    else:
+        raise ValueError("strided_slice: a symbolic begin needs a constant end and a stride of 1 or -1")
+    stop_at = start + length * stride
+    return slice(start, None if stop_at < 0 else stop_at, stride)
 
 
 @register_kernel("astype")

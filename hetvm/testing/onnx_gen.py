@@ -637,6 +637,34 @@ def _slice(b: _Builder) -> bool:
     return True
 
 
+def _slice_to_shape(b: _Builder) -> bool:
+    """x[..., start:d] on one axis, d a dim of another tensor read with Shape ->
+    Gather (a symbolic end when that dim is N); d never exceeds the axis."""
+    x = b.pick(lambda t: t.rank >= 1)
+    if x is None:
+        return False
+    a = b.draw(st.integers(0, x.rank - 1))
+    n = x.dims[a]
+
+    def fits(t: T) -> bool:
+        return any(1 <= d.value <= n.value and (d.same(n) or d.static or n.static) for d in t.dims)
+
+    y = b.pick(fits)
+    if y is None:
+        return False
+    j = b.draw(st.sampled_from([i for i, d in enumerate(y.dims)
+                                if 1 <= d.value <= n.value and (d.same(n) or d.static or n.static)]))  # fmt: skip
+    end = y.dims[j]
+    start = b.draw(st.integers(0, end.value - 1)) if end.static else 0
+    (shape,) = b.node("Shape", [y.name])
+    (stop,) = b.node("Gather", [shape, b.ints([j])], axis=0)
+    (out,) = b.node("Slice", [x.name, b.ints([start]), stop, b.ints([a - x.rank if b.draw(st.booleans()) else a])])
+    dims = list(x.dims)
+    dims[a] = Dim(end.value - start) if end.static else end
+    b.add(T(out, x.dtype, tuple(dims), exact=x.exact))
+    return True
+
+
 def _squeeze(b: _Builder) -> bool:
     x = b.pick(lambda t: any(d.static and d.value == 1 for d in t.dims))
     if x is None:
@@ -672,6 +700,11 @@ def _reduce(b: _Builder, op: str) -> bool:
     if x is None:
         return False
     keep = b.draw(st.integers(0, 1))
+    if b.opset >= 18 and b.draw(st.integers(0, 9)) == 0:
+        # no axes with noop_with_empty_axes: the input as it is
+        (out,) = b.node(op, [x.name], keepdims=keep, noop_with_empty_axes=1)
+        b.add(T(out, x.dtype, x.dims, exact=x.exact))
+        return True
     if x.rank == 0 or b.draw(st.integers(0, 4)) == 0:
         axes = None
         red = set(range(x.rank))
@@ -730,7 +763,7 @@ def _cast(b: _Builder) -> bool:
     x = b.pick(lambda t: t.exact or t.dtype != "float32")
     if x is None:
         return False
-    to = b.draw(st.sampled_from(["float32", "int64", "bool"] if x.dtype != "float32" else ["int64", "float32"]))
+    to = b.draw(st.sampled_from(["float32", "int64", "bool"]))
     (out,) = b.node("Cast", [x.name], to=_ONNX_TYPE[to])
     b.add(T(out, to, x.dims, exact=True))
     return True
@@ -845,6 +878,7 @@ OPS: dict[str, tuple[int, Callable[[_Builder], bool]]] = {
     "Concat": (1, _concat),
     "Split": (1, _split),
     "Slice": (1, _slice),
+    "SliceToShape": (3, _slice_to_shape),
     "Squeeze": (1, _squeeze),
     "Unsqueeze": (1, _unsqueeze),
     **{op: (1, functools.partial(_reduce, op=op)) for op in ("ReduceMean", "ReduceSum", "ReduceMax")},

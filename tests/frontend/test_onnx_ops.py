@@ -173,6 +173,22 @@ def test_shape_gather_concat_reshape_chain_folds(kit):
     assert ops == ["reshape"]
 
 
+@pytest.mark.parametrize("n", [1, 3])
+def test_slice_ending_at_a_symbolic_dim_of_another_input(kit, n):
+    """Regression (ONNX composition fuzz): x[1:Shape(y)[0]] with y of dim N gave
+    strided_slice a symbolic end that its kernel could not read at run time."""
+    nodes = [
+        helper.make_node("Shape", ["y"], ["s"]),
+        helper.make_node("Gather", ["s", "i0"], ["stop"], axis=0),
+        helper.make_node("Slice", ["x", "start", "stop", "ax"], ["z"]),
+    ]
+    inits = {"i0": np.array([0]), "start": np.array([1]), "ax": np.array([1])}
+    model = kit.model(nodes, {"x": ("float32", [2, 5]), "y": ("float32", ["N"])}, ["z"], inits)
+    mod = from_onnx(model)
+    (got,) = kit.run(mod, [np.arange(10, dtype=np.float32).reshape(2, 5), np.zeros(n, np.float32)])
+    np.testing.assert_array_equal(got, np.arange(10, dtype=np.float32).reshape(2, 5)[:, 1:n])
+
+
 def test_softmax_before_opset13_coerces_to_2d(kit):
     """Softmax-11 normalises over all dims from ``axis`` on. onnx.reference applies the
     opset-13 rule (one axis) to every opset, so the oracle here is NumPy."""

@@ -420,6 +420,19 @@ def test_indexing():
     np.testing.assert_array_equal(run("strided_slice", attrs, x, out_shapes=[(2, 2)]), x[1:100:2, 4:0:-2])
 
 
+def test_strided_slice_symbolic_bound_takes_the_output_extent():
+    """Regression (ONNX composition fuzz): an ONNX Slice ending at Shape(y)[0]
+    reaches the kernel with a serialized symbolic end (["var", "N"]), which it
+    could not read (TypeError); the window now follows the output buffer's extent."""
+    x = np.arange(6, dtype="float32")
+    sym = ["var", "N"]
+    for begin, end, stride, expect in [(1, sym, 1, x[1:4]), (-5, sym, 2, x[-5:6:2]), (4, sym, -1, x[4:0:-1]),
+                                       (sym, 5, 1, x[2:5]), (sym, -5, -1, x[4:-5:-1]), (2, sym, 1, x[2:2])]:
+        attrs = {"axes": (0,), "begin": (begin,), "end": (end,), "strides": (stride,), "assume_inbound": False}
+        got = run("strided_slice", attrs, x, out_shapes=[expect.shape])
+        np.testing.assert_array_equal(got, expect)
+
+
 @pytest.mark.parametrize("op,ref", [("sum", np.sum), ("mean", np.mean), ("max", np.max), ("min", np.min), ("prod", np.prod)])
 def test_reductions(op, ref):
     x = rand(3, 4, 5)
