@@ -106,6 +106,10 @@ def _clamped(dim: P.PrimExpr, index: int | P.PrimExpr, lo: int, hi: P.PrimExpr) 
     c = _const(index)
     if c is None:
         return _Clamp(None, (P.as_prim(index),))
+    if c >= _BIG or c <= -_BIG:
+        # beyond any dim (dims are below 2**31): the clamp is decided, and a
+        # min(n, 2**31 - 1) left in a shape would be planned at its upper bound
+        return _Clamp(None, (P.as_prim(hi) if c > 0 else P.IntImm(lo),))
     if c < 0:
         return _Clamp("max", (P.add(dim, c), P.IntImm(lo)))
     return _Clamp("min", (P.IntImm(c), hi))

@@ -228,6 +228,15 @@ def test_strided_slice_symbolic_clamps_like_numpy(stride):
                 assert prim.evaluate(dim, {n: size}) == expect, (begin, end, stride, size)
 
 
+def test_strided_slice_from_far_below_is_the_whole_dim():
+    """Regression (ONNX composition fuzz): x[-(2**31 - 1):] on a dim n became
+    min(n, 2**31 - 1) elements, which memory planning sized at its upper bound
+    (a 32 GiB allocation); a begin or end beyond any dim is decided statically."""
+    big = 2**31 - 1
+    assert op.strided_slice(tensor((n,)), [0], [-big], [big], [1]).struct_info.shape[0] is n
+    assert prim.const_value(op.strided_slice(tensor((n,)), [0], [big], [big], [1]).struct_info.shape[0]) == 0
+
+
 def test_strided_slice_errors():
     with pytest.raises(StructInfoError, match="same length"):
         op.strided_slice(tensor((4,)), [0], [0, 1], [2])
