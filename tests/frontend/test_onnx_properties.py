@@ -65,7 +65,7 @@ def assert_same_outputs(model: Any, feeds: dict[str, np.ndarray]) -> None:
             np.testing.assert_array_equal(g, e, err_msg=name)
 
 
-@fuzz_settings(150)
+@fuzz_settings(400)
 @given(onnx_models())
 def test_random_onnx_models_match_the_reference(case: tuple[Any, dict[str, np.ndarray]]) -> None:
     model, feeds = case
