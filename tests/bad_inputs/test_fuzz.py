@@ -277,7 +277,8 @@ def test_importer_on_damaged_onnx_models(seed):
         for p in mod["main"].params:
             shape = [int(c) if (c := P.const_value(d)) is not None else 2 for d in p.struct_info.shape or ()]
             args.append(np.asarray(data.standard_normal(shape), p.struct_info.dtype or "float32"))
-        hetvm.VirtualMachine(exe)["main"](*args)
+        with np.errstate(all="ignore"):  # damaged values (a negative variance) are allowed
+            hetvm.VirtualMachine(exe)["main"](*args)
     except HetvmError:
         pass
 
