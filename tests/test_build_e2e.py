@@ -172,3 +172,25 @@ class Module:
     assert exe.metadata["device_copies"] == []
     out = hetvm.VirtualMachine(exe)["main"](np.arange(8, dtype="float32"))
     np.testing.assert_array_equal(out.numpy(), -np.arange(8, dtype="float32"))
+
+
+def test_broadcast_of_two_unrelated_symbolic_dims_runs_for_every_size():
+    """`(n, 2) + (m, 2)`: the result took n, so n=1, m=3 failed in the kernel
+    (found by the TVM interop exploration); it is now max/min of the two."""
+    from hetvm.script import from_source
+
+    mod = from_source('''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 2), "float32"), y: R.Tensor(("m", 2), "float32")):
+        lv = R.add(x, y)
+        lv1 = R.exp(lv)
+        return lv1
+''')
+    vm = hetvm.VirtualMachine(hetvm.build(mod), poison=True)
+    for n, m in ((1, 3), (3, 1), (3, 3), (0, 1), (1, 0)):
+        x, y = np.full((n, 2), 0.5, "float32"), np.full((m, 2), 0.25, "float32")
+        np.testing.assert_allclose(vm["main"](x, y).numpy(), np.exp(x + y), rtol=1e-6)
+    with pytest.raises(hetvm.HetvmError, match="could not be broadcast"):
+        vm["main"](np.ones((2, 2), "float32"), np.ones((3, 2), "float32"))

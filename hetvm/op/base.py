@@ -110,10 +110,15 @@ def broadcast_shapes(
             out.append(x)
         elif cx is not None and cy is not None:
             raise fail(op, f"shapes {_fmt(a)} and {_fmt(b)} cannot be broadcast together")
-        else:
+        elif cx is not None or cy is not None:
             # Unprovable: a constant side (other than 1) must be the result,
             # since the symbolic side can only be 1 or equal to it.
-            out.append(y if cx is None and cy is not None else x)
+            out.append(y if cx is None else x)
+        else:
+            # Two symbolic dims neither equal nor 1 for sure: the result is the
+            # larger, or 0 where one is 0 (NumPy: 0 against 1 is 0). Taking one
+            # side (as before) was wrong when that side is 1 at run time.
+            out.append(P.mul(P.max_(x, y), P.min_(P.min_(x, y), 1)))
     return tuple(reversed(out))
 
 

@@ -128,4 +128,8 @@ def test_symbolic_broadcast_prefers_the_constant_side():
     m = prim.PrimVar("m")
     assert shape_of(op.where(tensor((n,), "bool"), tensor((4,)), tensor((4,))).struct_info) == (4,)
     assert op.add(tensor((n, 1)), tensor((1, m))).struct_info.shape == (n, m)
-    assert op.add(tensor((n,)), tensor((m,))).struct_info.shape == (n,)
+    # two unrelated symbolic dims: NumPy's rule exactly (the larger; 0 where one is 0)
+    dim = op.add(tensor((n,)), tensor((m,))).struct_info.shape[0]
+    for nv, mv in ((1, 3), (3, 1), (3, 3), (0, 1), (1, 0), (0, 0)):
+        want = np.broadcast_shapes((nv,), (mv,))[0]
+        assert prim.evaluate(dim, {n: nv, m: mv}) == want, (nv, mv)
