@@ -9,14 +9,12 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import pathlib
 import struct
 import zipfile
 from typing import Callable
 
 import numpy as np
-from hypothesis import HealthCheck, settings
 
 HERE = pathlib.Path(__file__).parent
 MANIFEST, PROGRAM, CONSTANTS = "manifest.json", "executable.json", "constants.npz"
@@ -183,18 +181,5 @@ MUTATIONS: dict[str, Callable[[pathlib.Path, pathlib.Path], None]] = {
 }
 
 
-# -- fuzzing ------------------------------------------------------------------
-
-LONG = os.environ.get("HETVM_LONG") == "1"
-FACTOR = int(os.environ.get("HETVM_FUZZ_FACTOR", "20")) if LONG else 1
-
-
-def fuzz_settings(examples: int) -> settings:
-    """As tests/reliability: a fixed seed in CI, ``HETVM_LONG=1`` for the long run."""
-    return settings(
-        max_examples=examples * FACTOR,
-        derandomize=not LONG,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
+# -- fuzzing: the shared Hypothesis settings ----------------------------------
+from hetvm.testing.fuzz_settings import FACTOR, LONG, fuzz_settings  # noqa: E402, F401

@@ -3,12 +3,10 @@ ONNX reference evaluator as the oracle, and hetvm's VM when it is available."""
 
 from __future__ import annotations
 
-import os
 from typing import Any, Sequence
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
@@ -161,18 +159,5 @@ def kit() -> OnnxKit:
 
 
 
-# -- Hypothesis settings of the ONNX property tests (as tests/reliability's) ----
-LONG = os.environ.get("HETVM_LONG") == "1"
-FACTOR = int(os.environ.get("HETVM_FUZZ_FACTOR", "20")) if LONG else 1
-
-
-def fuzz_settings(examples: int) -> settings:
-    """Derandomised (a fixed seed in CI), no deadline, ``examples`` x the long factor
-    (``HETVM_LONG=1``, ``HETVM_FUZZ_FACTOR``); the same contract as the reliability suite."""
-    return settings(
-        max_examples=examples * FACTOR,
-        derandomize=not LONG,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
+# -- fuzzing: the shared Hypothesis settings ----------------------------------
+from hetvm.testing.fuzz_settings import FACTOR, LONG, fuzz_settings  # noqa: E402, F401

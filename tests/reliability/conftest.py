@@ -3,25 +3,12 @@
 CI runs a fixed seed and modest example counts; ``HETVM_LONG=1`` multiplies
 every count (by ``HETVM_FUZZ_FACTOR``, default 20) for the long run, e.g.
 ``HETVM_LONG=1 python -m pytest tests/reliability -m slow`` or
-``python tools/long_fuzz.py``.
+``python tools/long_fuzz.py``. The settings are ``hetvm.testing.fuzz_settings``,
+shared with the other randomised suites.
 """
 
 from __future__ import annotations
 
-import os
+from hetvm.testing.fuzz_settings import FACTOR, LONG, fuzz_settings
 
-from hypothesis import HealthCheck, settings
-
-LONG = os.environ.get("HETVM_LONG") == "1"
-FACTOR = int(os.environ.get("HETVM_FUZZ_FACTOR", "20")) if LONG else 1
-
-
-def fuzz_settings(examples: int) -> settings:
-    """Derandomised (a fixed seed in CI), no deadline, ``examples`` x the long factor."""
-    return settings(
-        max_examples=examples * FACTOR,
-        derandomize=not LONG,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
+__all__ = ["FACTOR", "LONG", "fuzz_settings"]
