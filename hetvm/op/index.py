@@ -66,8 +66,9 @@ def slice_length(
     elements, never a negative count, so a valid slice of a short input gets a
     buffer of its true size (with ``n - 2`` it got 3 elements for ``n = 1``).
     Clamps that the bounds of ``dim`` decide vanish (``x[0:]`` is ``n``,
-    ``x[1:]`` is ``max(n - 1, 0)``). A symbolic begin or end is taken as in
-    range, and an end >= 2**31-1 (<= -2**31+1 for negative strides) as "to the end".
+    ``x[1:]`` is ``max(n - 1, 0)``). A symbolic begin or end is taken as not
+    negative and clamped at the end (``x[:m]`` on ``n`` is ``min(m, n)``), and an
+    end >= 2**31-1 (<= -2**31+1 for negative strides) as "to the end".
     """
     cd, cb, ce = P.const_value(dim), _const(begin), _const(end)
     if cd is not None and cb is not None and ce is not None:
@@ -105,7 +106,9 @@ def _clamped(dim: P.PrimExpr, index: int | P.PrimExpr, lo: int, hi: P.PrimExpr) 
     then clamped to ``[lo, hi]`` (a symbolic index is taken as in range)."""
     c = _const(index)
     if c is None:
-        return _Clamp(None, (P.as_prim(index),))
+        # a symbolic index (a dim of another tensor, say) is not negative but may
+        # pass the end: NumPy clamps it there (the bounds drop the min when they can)
+        return _Clamp("min", (P.as_prim(index), P.as_prim(hi)))
     if c >= _BIG or c <= -_BIG:
         # beyond any dim (dims are below 2**31): the clamp is decided, and a
         # min(n, 2**31 - 1) left in a shape would be planned at its upper bound
