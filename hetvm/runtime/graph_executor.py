@@ -164,13 +164,15 @@ class GraphExecutor:
     def run(self, **inputs: Any) -> None:
         if inputs:
             self.set_input(**inputs)
-        for index, (node, step) in enumerate(self._steps):
+        for node, step in self._steps:
             try:
                 step()
             except HetvmError:
                 raise
             except Exception as exc:  # a kernel's own error, with the node that ran it
-                raise HetvmRuntimeError(f"{_node_label(index, node)}: {type(exc).__name__}: {exc}") from exc
+                # (the graph's numbering, as at bind time: steps skip the input nodes)
+                label = _node_label(self.graph["nodes"].index(node), node)
+                raise HetvmRuntimeError(f"{label}: {type(exc).__name__}: {exc}") from exc
 
     def get_num_outputs(self) -> int:
         return len(self.graph["outputs"])

@@ -8,6 +8,7 @@ to the host (a copy from a ``sim`` device first), so the properties stay short.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -37,8 +38,6 @@ def keeping_dead_code() -> Any:
 
 def build(prog: GeneratedProgram, keep_dead_code: bool = True, **kwargs: Any) -> Any:
     """``hetvm.build`` of the program; ``keep_dead_code=False`` is the user's build."""
-    import contextlib
-
     import hetvm
 
     prog.runtime_devices()  # configure the sims before anything looks at them
