@@ -34,50 +34,12 @@ from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.module import IRModule
+from ..runtime.graph_artifact import GRAPH_FORMAT_VERSION, GraphModule
 from ..transform._devices import device_index
 from ..transform.legalize_ops import KERNEL_PREFIX
 from .vm_codegen import _plain, device_descriptors
 
-GRAPH_FORMAT_VERSION = 1
-
-
-class GraphModule:
-    """What ``hetvm.build(..., executor="graph")`` returns: graph, library, params."""
-
-    def __init__(self, graph: dict, lib: dict, params: dict[str, np.ndarray]) -> None:
-        self.graph = graph
-        self.lib = lib
-        self.params = params
-
-    def get_graph_json(self) -> dict:
-        return self.graph
-
-    def get_lib(self) -> dict:
-        return self.lib
-
-    def get_params(self) -> dict[str, np.ndarray]:
-        return dict(self.params)
-
-    @property
-    def devices(self) -> list[dict]:
-        """The graph's devices in vdevice order (``{"kind", "index", "memory_scope"}``)."""
-        return list(self.graph.get("devices", []))
-
-    def memory_plan(self) -> dict:
-        """The build's memory plan, as ``Executable.memory_plan``: per function and
-        device index, the planner's figures (the graph's storages realise it)."""
-        from ..runtime.bytecode import memory_plan_of
-
-        return memory_plan_of(self.graph.get("metadata", {}))
-
-    def export(self, path: str) -> None:
-        """One file: JSON graph + library and an ``.npz`` of params, no pickle."""
-        from ..runtime.graph_executor import export_graph
-
-        export_graph(self, path)
-
-    def __iter__(self):  # graph, lib, params = hetvm.build(..., executor="graph")
-        return iter((self.graph, self.lib, self.params))
+__all__ = ["GraphModule", "graph_codegen"]
 
 
 def _static(values: tuple[P.PrimExpr, ...] | None, what: str) -> list[int]:

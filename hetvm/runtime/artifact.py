@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArtifactError, HetvmError
+from .atomic_file import write_atomically
 from .bytecode import FORMAT_VERSION, Executable
 
 __all__ = ["export_executable", "load_module", "FORMAT_NAME", "MAX_MEMBER_BYTES"]
@@ -55,7 +56,7 @@ def _constants_bytes(constants: list) -> bytes:
 
 
 def export_executable(exe: Executable, path: str | os.PathLike) -> None:
-    """Writes ``exe`` to ``path`` (atomically: a temporary file, then a rename)."""
+    """Writes ``exe`` to ``path`` (atomically, see :mod:`.atomic_file`)."""
     try:
         exe.validate()
         program = json.dumps(exe.to_json(), sort_keys=True, allow_nan=False).encode()
@@ -72,17 +73,14 @@ def export_executable(exe: Executable, path: str | os.PathLike) -> None:
             CONSTANTS: {"size": len(consts), "sha256": _sha256(consts)},
         },
     }
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as zf:
+
+    def write(f: Any) -> None:
+        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as zf:
             zf.writestr(MANIFEST, json.dumps(manifest, sort_keys=True))
             zf.writestr(PROGRAM, program)
             zf.writestr(CONSTANTS, consts)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+
+    write_atomically(path, write)
 
 
 def load_module(path: str | os.PathLike) -> Executable:
