@@ -410,3 +410,68 @@ def test_three_function_case_runs_and_matches_single_device():
     got = vm["main"](x).numpy()
     ref = 1 / (1 + np.exp(np.exp(x)))  # sigmoid(negative(exp(x)))
     np.testing.assert_allclose(got, ref, rtol=1e-5)
+
+
+def _kernel_calls_without_kernels(exe, missing):
+    """Every KernelCall of ``exe`` whose device has no kernel for its op."""
+    from hetvm.kernels import has_kernel
+    from hetvm.runtime.bytecode import KernelCall
+
+    bad = []
+    for func in exe.functions.values():
+        for pc, ins in enumerate(func.instructions):
+            if not isinstance(ins, KernelCall):
+                continue
+            d = exe.devices[ins.device]
+            name = f"{d['kind']}:{d['index']}"
+            if not has_kernel(ins.op, d["kind"]) or ins.op in missing.get(name, ()):
+                bad.append((func.name, pc, ins.op, name))
+    return bad
+
+
+def test_host_only_op_runs_on_the_host_when_the_default_device_is_a_sim():
+    """Regression: ``Shape(x) * y`` on sim:0 + cpu put ``shape_to_tensor`` (a CPU kernel
+    only) on sim:0: the plan said cpu, but its call's struct info named no device, so
+    lowering allocated its result on the default device and ran the kernel there."""
+    import hetvm
+    from hetvm.ir import prim as P
+
+    n = P.PrimVar("n")
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T((n, 3), dev=SIM))
+    y = Var("y", struct_info=T((2,), dev=SIM, dtype="int64"))
+    with bb.function("main", [x, y]):
+        s = bb.emit(R.shape_to_tensor(E.ShapeExpr((n, 3))), "s")
+        z = bb.emit(R.multiply(s, y), "z")
+        bb.emit_func_output(z)
+    mod = module(bb, (SIM, CPU))
+    planned = PlanDevices(default_vdevice=SIM)(mod)
+    assert {b.var.name_hint: dev(b.var) for b in bindings(planned["main"])}["s"] == "cpu:0"
+    exe = hetvm.build(mod, target="sim")
+    assert _kernel_calls_without_kernels(exe, {}) == []
+    vm = hetvm.VirtualMachine(exe, [hetvm.device("sim", 0), hetvm.cpu(0)])
+    out = vm["main"](np.zeros((5, 3), "float32"), np.array([2, 7], "int64"))
+    np.testing.assert_array_equal(out.copyto(hetvm.cpu(0)).numpy(), [10, 21])
+
+
+def test_no_kernel_call_lands_on_a_device_without_that_kernel():
+    """The general rule, checked on the bytecode: a device configured without an op's
+    kernel (and the registry's own gaps) never runs that op, wherever the inputs are."""
+    import hetvm
+
+    missing = {"sim:0": {"nn.softmax", "multiply"}}
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T(dev=SIM))
+    with bb.function("main", [x]):
+        a = bb.emit(R.exp(x), "a")
+        b = bb.emit(R.multiply(a, x), "b")
+        c = bb.emit(R.nn.softmax(b), "c")
+        s = bb.emit(R.shape_to_tensor(E.ShapeExpr((4,))), "s")
+        d = bb.emit(R.add(c, R.astype(s, "float32")), "d")
+        bb.emit_func_output(d)
+    mod = module(bb, (SIM, CPU))
+    exe = hetvm.build(mod, target="sim", plan_devices_options={"missing_kernels": missing})
+    assert _kernel_calls_without_kernels(exe, missing) == []
+    ops_on = {(ins.op, exe.devices[ins.device]["kind"]) for ins in exe["main"].instructions
+              if type(ins).__name__ == "KernelCall"}  # fmt: skip
+    assert {("multiply", "cpu"), ("nn.softmax", "cpu"), ("shape_to_tensor", "cpu")} <= ops_on

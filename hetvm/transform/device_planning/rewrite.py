@@ -409,7 +409,11 @@ class Rewriter:
                 return
             if beh is DeviceBehavior.HOST_ONLY:
                 args = tuple(self.rebuild(a, lambda _p: None) for a in call.args)
-                self.emit(b, var, E.replace(call, args=args), sinfo)
+                # the call's own struct info carries the host too: lowering allocates
+                # its result where the call's struct info says, and an op's inference
+                # from shape arguments names no device (so the default one was used)
+                new_call = E.replace(call, args=args, struct_info=self.with_devices(call.struct_info, devs))
+                self.emit(b, var, new_call, sinfo)
                 return
         if isinstance(op, E.GlobalVar) and op.name_hint in self.col.param_trees:
             fs = self.func_sinfo[op.name_hint]
