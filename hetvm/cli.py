@@ -63,12 +63,24 @@ def _compile(mod: Any, setup: Any, executor: str, console, want_explain: bool = 
 
 
 def _inputs(model: Any, mod: Any, args: argparse.Namespace):
-    from .cli_support.inputs import make_inputs, parse_assignments, read_inputs
+    """``main``'s arguments, notes on the made-up ones, and one line per symbolic dim."""
+    from .cli_support.input_roles import input_roles
+    from .cli_support.inputs import (
+        choose_dims,
+        make_inputs,
+        parse_assignments,
+        parse_dims,
+        read_inputs,
+    )
 
     params = list(mod["main"].params)
     files = parse_assignments(getattr(args, "input", None), "--input")
-    given, env = read_inputs(files, params, model.input_names)
-    return make_inputs(params, given, env, seed=getattr(args, "seed", 0))
+    sources: dict = {}
+    given, env = read_inputs(files, params, model.input_names, sources)
+    env, dim_notes = choose_dims(params, env, parse_dims(getattr(args, "dim", None)), sources)
+    roles = input_roles(mod["main"], mod.attrs.get("onnx_node_of"))
+    args_np, notes = make_inputs(params, given, env, seed=getattr(args, "seed", 0), roles=roles)
+    return args_np, notes, dim_notes
 
 
 def _memory_rows(compiled: Any, result: Any) -> list[dict]:
@@ -90,7 +102,9 @@ def _run_and_report(console, model: Any, mod: Any, setup: Any, args: argparse.Na
     from .cli_support.reports import copies_table, memory_table, outputs_table
     from .cli_support.session import run
 
-    args_np, notes = _inputs(model, mod, args)
+    args_np, notes, dim_notes = _inputs(model, mod, args)
+    for note in model.dim_notes + dim_notes:
+        console.print(note)
     t0 = time.perf_counter()
     compiled = _compile(mod, setup, args.executor, console)
     build_s = time.perf_counter() - t0
@@ -167,7 +181,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     model = _load(args, console)
     _header(console, model, setup, args)
     mod = _place(model, args, setup)
-    args_np, _ = _inputs(model, mod, args)
+    args_np, _, dim_notes = _inputs(model, mod, args)
+    for note in model.dim_notes + dim_notes:
+        console.print(note)
     compiled = _compile(mod, setup, "vm", console, want_explain=False)
     with console.status("running (traced)"):
         result = run(compiled, args_np, trace=True)
@@ -258,8 +274,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _common(p: argparse.ArgumentParser, model: bool = True) -> None:
     if model:
         p.add_argument("model", metavar="MODEL", help="an .onnx model or a TVMScript .py file")
-        p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
-                       help="override an ONNX input's shape (a name keeps a dim symbolic)")  # fmt: skip
+        p.add_argument("--shape", action="append", metavar="NAME=D0xD1x...",
+                       help="override an ONNX input's shape at import: 1x128 or 1,128 "
+                            "(a name keeps a dim symbolic)")  # fmt: skip
         p.add_argument("--devices", default="cpu", metavar="DEV,DEV",
                        help="devices in order, the first is the default (e.g. sim:0,cpu)")  # fmt: skip
         p.add_argument("--place", action="append", metavar="OP_OR_NODE=DEVICE",
@@ -271,7 +288,10 @@ def _common(p: argparse.ArgumentParser, model: bool = True) -> None:
 
 
 def _inputs_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input array (.npy)")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                   help="an input array (.npy); its shape sets the input's symbolic dims")  # fmt: skip
+    p.add_argument("--dim", action="append", metavar="NAME=N",
+                   help="the value of a symbolic dim for the random inputs (e.g. batch=4)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
 
 

@@ -8,6 +8,7 @@ file holds (the VM would also refuse, but later and in IR terms).
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -16,8 +17,12 @@ from ..errors import HetvmError
 from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
+from .input_roles import InputRole
 
-__all__ = ["InputError", "parse_assignments", "read_inputs", "make_inputs", "describe_param"]
+__all__ = [
+    "InputError", "parse_assignments", "parse_shapes", "parse_dims", "read_inputs", "choose_dims",
+    "make_inputs", "describe_param", "symbolic_dims",
+]
 
 
 class InputError(HetvmError):
@@ -38,16 +43,32 @@ def parse_assignments(items: Sequence[str] | None, what: str) -> dict[str, str]:
 
 
 def parse_shapes(items: Sequence[str] | None) -> dict[str, list[Any]]:
-    """``--shape x=1,3,224,224`` (a name instead of a number keeps a dim symbolic)."""
+    """``--shape x=1x3x224x224`` or ``x=1,3,224,224`` (a name instead of a number
+    keeps a dim symbolic: ``ids=batchx128``)."""
     out: dict[str, list[Any]] = {}
     for name, text in parse_assignments(items, "--shape").items():
         dims: list[Any] = []
-        for d in text.split(","):
+        for d in re.split(r"[,x]" if "," not in text else r",", text):
             d = d.strip()
             if not d:
                 raise InputError(f"--shape {name}={text}: empty dimension")
-            dims.append(int(d) if d.lstrip("-").isdigit() else d)
+            if d.lstrip("-").isdigit():
+                if int(d) < 0:
+                    raise InputError(f"--shape {name}={text}: dimension {d} is negative")
+                dims.append(int(d))
+            else:
+                dims.append(d)
         out[name] = dims
+    return out
+
+
+def parse_dims(items: Sequence[str] | None) -> dict[str, int]:
+    """``--dim batch=4 --dim sequence=128``: values for the model's symbolic dims."""
+    out: dict[str, int] = {}
+    for name, text in parse_assignments(items, "--dim").items():
+        if not text.isdigit():
+            raise InputError(f"--dim {name}={text}: expected a non-negative integer")
+        out[name] = int(text)
     return out
 
 
@@ -71,7 +92,8 @@ def _resolve_name(name: str, params: list[E.Var], aliases: Mapping[str, str]) ->
     raise InputError(f"--input '{name}': the model has no such input (inputs: {', '.join(known)})")
 
 
-def _check(name: str, source: str, arr: np.ndarray, param: E.Var, env: dict[P.PrimVar, int]) -> None:
+def _check(name: str, source: str, arr: np.ndarray, param: E.Var, env: dict[P.PrimVar, int],
+           sources: dict[P.PrimVar, str]) -> None:
     sinfo = param.struct_info
     if not isinstance(sinfo, S.TensorStructInfo):
         return
@@ -86,6 +108,7 @@ def _check(name: str, source: str, arr: np.ndarray, param: E.Var, env: dict[P.Pr
         )
     for axis, (dim, got) in enumerate(zip(sinfo.shape or (), arr.shape)):
         if isinstance(dim, P.PrimVar):
+            sources.setdefault(dim, f"--input {name}={source}")
             if env.setdefault(dim, int(got)) != got:
                 raise InputError(
                     f"input '{name}' ({source}): dimension {axis} is {got}, but "
@@ -100,9 +123,15 @@ def _check(name: str, source: str, arr: np.ndarray, param: E.Var, env: dict[P.Pr
 
 
 def read_inputs(
-    files: Mapping[str, str], params: list[E.Var], aliases: Mapping[str, str] | None = None
+    files: Mapping[str, str],
+    params: list[E.Var],
+    aliases: Mapping[str, str] | None = None,
+    sources: dict[P.PrimVar, str] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[P.PrimVar, int]]:
-    """Loads ``--input`` files (IR param name -> array) and the symbolic dims they fix."""
+    """Loads ``--input`` files (IR param name -> array) and the symbolic dims they fix:
+    an array's own shape sets them, so no ``--shape`` is needed beside an ``--input``.
+    ``sources``, when given, is filled with the ``--input`` that set each dim."""
+    sources = {} if sources is None else sources
     aliases = dict(aliases or {})
     out: dict[str, np.ndarray] = {}
     env: dict[P.PrimVar, int] = {}
@@ -117,20 +146,103 @@ def read_inputs(
             raise InputError(f"--input {name}={path}: not a .npy array ({first})") from None
         if not isinstance(arr, np.ndarray):
             raise InputError(f"--input {name}={path}: holds several arrays; save one with np.save")
-        _check(name, path, arr, param, env)
+        _check(name, path, arr, param, env, sources)
         out[param.name_hint] = arr
     return out, env
 
 
-def _random(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
+def symbolic_dims(params: Sequence[E.Var]) -> list[P.PrimVar]:
+    """The symbolic variables of the parameters' shapes, in order of appearance."""
+    out: dict[P.PrimVar, None] = {}
+    for p in params:
+        sinfo = p.struct_info
+        if isinstance(sinfo, S.TensorStructInfo) and sinfo.shape is not None:
+            for d in sinfo.shape:
+                for v in P.free_vars(d):
+                    out.setdefault(v)
+    return list(out)
+
+
+_BATCH_NAMES = ("batch", "n", "b", "bs", "batch_size", "n_batch")
+
+
+def _default_dim(var: P.PrimVar, params: Sequence[E.Var]) -> tuple[int, str]:
+    """A value for a dim nobody set, and why: 1 on a batch axis (named so, or axis 0
+    of an input), else 8 (a sequence or spatial size a model can take)."""
+    if var.name.lower() in _BATCH_NAMES or "batch" in var.name.lower():
+        return 1, "default for a batch dim"
+    for p in params:
+        sinfo = p.struct_info
+        if isinstance(sinfo, S.TensorStructInfo) and sinfo.shape and sinfo.shape[0] is var and len(sinfo.shape) > 1:
+            return 1, f"default for axis 0 of '{p.name_hint}'"
+    return 8, "default"
+
+
+def choose_dims(
+    params: Sequence[E.Var],
+    from_inputs: Mapping[P.PrimVar, int] | None = None,
+    dims: Mapping[str, int] | None = None,
+    input_sources: Mapping[P.PrimVar, str] | None = None,
+) -> tuple[dict[P.PrimVar, int], list[str]]:
+    """A value for every symbolic dim of ``main``'s parameters, and one line per dim
+    saying where it came from: an ``--input`` array, ``--dim NAME=N``, or a default."""
+    env = dict(from_inputs or {})
+    sources = dict(input_sources or {})
+    dims = dict(dims or {})
+    variables = symbolic_dims(params)
+    by_name = {v.name: v for v in variables}
+    unknown = sorted(set(dims) - set(by_name))
+    if unknown:
+        have = ", ".join(f"'{n}'" for n in by_name) or "none"
+        raise InputError(f"--dim {unknown[0]}: the model has no such symbolic dim (its dims: {have})")
+    notes: list[str] = []
+    for var in variables:
+        if var in env:
+            if var.name in dims and dims[var.name] != env[var]:
+                raise InputError(
+                    f"--dim {var.name}={dims[var.name]}: {sources.get(var, 'an --input')} makes it {env[var]}"
+                )
+            notes.append(f"dim '{var.name}' = {env[var]} (from {sources.get(var, 'an --input')})")
+        elif var.name in dims:
+            env[var] = dims[var.name]
+            notes.append(f"dim '{var.name}' = {env[var]} (--dim {var.name}={env[var]})")
+        else:
+            env[var], why = _default_dim(var, params)
+            notes.append(f"dim '{var.name}' = {env[var]} ({why}; set with --dim {var.name}=N)")
+    return env, notes
+
+
+def _mask(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """1s then 0s along the last axis (padding at the end), at least one 1 per row."""
+    if not shape or shape[-1] == 0:
+        return np.ones(shape, dtype=dtype)
+    rows = int(np.prod(shape[:-1]))
+    keep = rng.integers(1, shape[-1] + 1, size=rows)
+    out = (np.arange(shape[-1])[None, :] < keep[:, None]).reshape(shape)
+    return out.astype(dtype)
+
+
+def _random(shape: tuple[int, ...], dtype: str, rng: np.random.Generator, role: InputRole | None = None) -> np.ndarray:
     kind = np.dtype(dtype).kind
     if kind == "f":
         return rng.standard_normal(shape).astype(dtype)
+    if role is not None and role.kind == "mask":
+        return _mask(shape, dtype, rng)
     if kind in "iu":
-        return rng.integers(0, 4, size=shape).astype(dtype)
+        high = role.bound if role is not None and role.kind == "index" and role.bound else 4
+        return rng.integers(0, high, size=shape).astype(dtype)
     if kind == "b":
         return rng.integers(0, 2, size=shape).astype(bool)
     raise InputError(f"cannot make a random input of dtype {dtype}")
+
+
+def _describe_random(shape: tuple[int, ...], dtype: str, role: InputRole | None) -> str:
+    text = f"random {shape} {dtype}"
+    if role is None or np.dtype(dtype).kind == "f":
+        return text
+    if role.kind == "index":
+        return f"{text} in [0, {role.bound}) ({role.why})"
+    return f"{text} 0/1 mask ({role.why})"
 
 
 def make_inputs(
@@ -138,16 +250,25 @@ def make_inputs(
     given: Mapping[str, np.ndarray] | None = None,
     env: Mapping[P.PrimVar, int] | None = None,
     seed: int = 0,
-    default_dim: int = 1,
+    default_dim: int | None = None,
+    roles: Mapping[str, InputRole] | None = None,
 ) -> tuple[list[np.ndarray], list[str]]:
     """Arguments for ``main`` in order: given arrays, random ones for the rest.
 
-    Symbolic dimensions take their value from a given input, else ``default_dim``.
-    Returns the arrays and notes saying which were made up (for the report).
+    Symbolic dimensions take their value from ``env`` (see :func:`choose_dims`),
+    else ``default_dim``, else :func:`choose_dims`'s defaults. Integer inputs follow
+    their ``roles`` (indices below a table's size, 0/1 masks). Returns the arrays and
+    notes saying which were made up (for the report).
     """
     rng = np.random.default_rng(seed)
     given = dict(given or {})
     env = dict(env or {})
+    roles = dict(roles or {})
+    if default_dim is not None:
+        for var in symbolic_dims(params):
+            env.setdefault(var, default_dim)
+    else:
+        env, _ = choose_dims(params, env)
     args: list[np.ndarray] = []
     notes: list[str] = []
     for p in params:
@@ -160,9 +281,8 @@ def make_inputs(
                 f"parameter '{p.name_hint}' ({describe_param(p)}) needs an --input: "
                 "its shape or dtype is unknown"
             )
-        for var in {v for d in sinfo.shape for v in P.free_vars(d)}:
-            env.setdefault(var, default_dim)
         shape = tuple(P.evaluate(d, env) for d in sinfo.shape)
-        args.append(_random(shape, sinfo.dtype, rng))
-        notes.append(f"{p.name_hint}: random {shape} {sinfo.dtype}")
+        role = roles.get(p.name_hint)
+        args.append(_random(shape, sinfo.dtype, rng, role))
+        notes.append(f"{p.name_hint}: {_describe_random(shape, sinfo.dtype, role)}")
     return args, notes

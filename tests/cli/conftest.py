@@ -36,3 +36,14 @@ def bad_files(tmp_path_factory, demo_onnx) -> dict[str, str]:
     invalid = d / "invalid.onnx"
     invalid.write_bytes(model.SerializeToString())
     return {"text": str(text), "truncated": str(trunc), "invalid": str(invalid)}
+
+
+@pytest.fixture(scope="session")
+def bert_onnx(tmp_path_factory) -> str:
+    """The BERT-style model of ``bert_like.py`` (symbolic batch and sequence) as a file."""
+    onnx = pytest.importorskip("onnx")
+    from hetvm.testing.bert_like import bert_like_model
+
+    path = tmp_path_factory.mktemp("models") / "bert_like.onnx"
+    onnx.save(bert_like_model(), str(path))
+    return str(path)

@@ -1,0 +1,125 @@
+"""What an integer input of ``main`` is for, so ``hetvm run`` can make one up.
+
+Random integers from a fixed range break real models: token ids index an
+embedding table (``take`` / ONNX ``Gather``) and must stay below its size, and an
+attention mask must hold 0s and 1s. This module reads the IR of ``main`` and
+follows each integer or bool parameter forward through ops that keep its values
+(casts, reshapes, transposes) to
+
+* the ``indices`` of a ``take``: the input is an *index* below the table's size on
+  the gathered axis (the smallest such size when it feeds several tables);
+* the condition of a ``where`` or an operand of a ``multiply`` (or a name with
+  ``mask`` in it): the input is a 0/1 *mask*.
+
+It reads only the IR, so it works for ONNX models and TVMScript alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from ..ir import expr as E
+from ..ir import prim as P
+from ..ir import struct_info as S
+
+__all__ = ["InputRole", "input_roles"]
+
+# ops whose result holds the values of their first argument (rearranged or cast)
+_VALUE_KEEPING = frozenset({
+    "astype", "reshape", "flatten", "expand_dims", "squeeze", "permute_dims",
+    "broadcast_to", "strided_slice", "concat", "tile", "repeat",
+})  # fmt: skip
+_MASK_OPS = frozenset({"where", "multiply"})
+
+
+@dataclass(frozen=True)
+class InputRole:
+    """``kind`` is ``"index"`` (values in ``[0, bound)``) or ``"mask"`` (0/1)."""
+
+    kind: str
+    why: str
+    bound: int | None = None
+
+
+def _is_integer(sinfo: S.StructInfo | None) -> bool:
+    if not isinstance(sinfo, S.TensorStructInfo) or sinfo.dtype is None:
+        return False
+    return np.dtype(sinfo.dtype).kind in "iub"
+
+
+def _bindings(seq: E.SeqExpr) -> list[E.Binding]:
+    out: list[E.Binding] = []
+    for block in seq.blocks:
+        out.extend(block.bindings)
+    return out
+
+
+def _op_name(call: E.Call) -> str | None:
+    return call.op.name if isinstance(call.op, E.Op) else None
+
+
+def _node_label(binding: E.Binding, op: str, node_of: Mapping[str, tuple[str, str]]) -> str:
+    """``Gather node 'word_embedding'`` where the ONNX node is known, else the IR value."""
+    span = binding.span or binding.value.span  # type: ignore[attr-defined]
+    if getattr(span, "node_name", None) is not None:
+        return f"{span.op_type} node '{span.node_name}'"  # type: ignore[union-attr]
+    name = binding.var.name_hint
+    if name in node_of:
+        node, op_type = node_of[name]
+        return f"{op_type} node '{node}'"
+    return f"'{op}' computing '{name}'"
+
+
+def input_roles(func: E.Function, node_of: Mapping[str, tuple[str, str]] | None = None) -> dict[str, InputRole]:
+    """Parameter name -> its role, for the integer parameters whose role is known."""
+    node_of = dict(node_of or {})
+    params = [p for p in func.params if _is_integer(p.struct_info)]
+    source: dict[E.Var, set[E.Var]] = {p: {p} for p in params}
+    bounds: dict[E.Var, tuple[int, str]] = {}
+    masks: dict[E.Var, str] = {}
+
+    def sources_of(expr: E.Expr) -> set[E.Var]:
+        return source.get(expr, set()) if isinstance(expr, E.Var) else set()
+
+    for b in _bindings(func.body):
+        value = b.value
+        if isinstance(b, E.MatchCast) or isinstance(value, E.Var):
+            src = sources_of(value)
+            if src:
+                source[b.var] = src
+            continue
+        if not isinstance(value, E.Call):
+            continue
+        op = _op_name(value)
+        if op in _VALUE_KEEPING and value.args:
+            args = value.args[0].fields if op == "concat" and isinstance(value.args[0], E.Tuple) else value.args[:1]
+            src = set().union(*(sources_of(a) for a in args))
+            if src:
+                source[b.var] = src
+        elif op == "take" and len(value.args) == 2:
+            table = value.args[0].struct_info
+            axis = int(value.attrs.get("axis", 0) or 0)
+            if isinstance(table, S.TensorStructInfo) and table.shape is not None and -len(table.shape) <= axis < len(table.shape):
+                size = P.const_value(table.shape[axis])
+                if size is not None and size > 0:
+                    why = f"indices of {_node_label(b, 'take', node_of)}, a table of {size} rows"
+                    for p in sources_of(value.args[1]):
+                        if p not in bounds or size < bounds[p][0]:
+                            bounds[p] = (size, why)
+        elif op in _MASK_OPS:
+            for a in value.args:
+                for p in sources_of(a):
+                    masks.setdefault(p, f"feeds {_node_label(b, op, node_of)}")
+    roles: dict[str, InputRole] = {}
+    for p in params:
+        if p in bounds:
+            size, why = bounds[p]
+            roles[p.name_hint] = InputRole("index", why, size)
+        elif "mask" in p.name_hint.lower():
+            roles[p.name_hint] = InputRole("mask", "named like a mask")
+        elif p in masks:
+            roles[p.name_hint] = InputRole("mask", masks[p])
+    return roles
