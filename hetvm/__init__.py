@@ -1,5 +1,8 @@
 """hetvm: a compiler and virtual machine for tensor programs across devices."""
 
+# every op definition is registered here, explicitly and once, so no lookup
+# loads them as a side effect (hetvm.ir.op_registry)
+from . import op as _op_definitions  # noqa: F401
 from .errors import (
     ArtifactError,
     DeviceMismatchError,

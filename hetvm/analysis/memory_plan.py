@@ -20,6 +20,7 @@ from ..errors import MemoryPlanError
 from ..ir import expr as E
 from ..ir import prim as P
 from ..ir.module import IRModule
+from ..op.effects import is_carve, is_kill, is_storage_alloc
 from ..transform.memory_planning.lifetimes import analyze_lifetimes
 from ..transform.memory_planning.packing import Buffer, conflict_lists
 from ..transform.memory_planning.peak_sim import predict_peak
@@ -28,9 +29,6 @@ from ..transform.memory_planning.sizes import declared_upper_bounds, shape_nbyte
 __all__ = ["memory_plan_report", "check_no_overlap", "PLAN_ATTR"]
 
 PLAN_ATTR = "memory_plan"
-STORAGE_OPS = frozenset({"memory.alloc_storage", "vm.alloc_storage"})
-CARVE_OPS = frozenset({"memory.alloc_tensor", "vm.alloc_tensor"})
-KILL_OPS = frozenset({"memory.kill_tensor", "memory.kill_storage", "vm.kill_object"})
 
 
 def _op_name(value: Any) -> str | None:
@@ -58,7 +56,7 @@ def _needs_lowering(mod: IRModule) -> bool:
             name = _op_name(b.value)  # type: ignore[attr-defined]
             if name == "builtin.alloc_tensor":
                 return True
-            has_kill |= name in KILL_OPS
+            has_kill |= is_kill(b.value)  # type: ignore[attr-defined]
     return not has_kill
 
 
@@ -123,13 +121,13 @@ def _storage_sizes(func: E.Function, bounds: dict[str, int]) -> dict[E.Var, int 
     out: dict[E.Var, int | None] = {}
     for b in _bindings(func.body):
         value = b.value  # type: ignore[attr-defined]
-        if _op_name(value) in STORAGE_OPS and isinstance(value.args[0], E.ShapeExpr):
+        if is_storage_alloc(value) and isinstance(value.args[0], E.ShapeExpr):
             out[b.var] = shape_nbytes(value.args[0].values, "uint8", bounds).nbytes
     return out
 
 
 def _is_carved(binding: E.Binding) -> bool:
-    return isinstance(binding, E.VarBinding) and _op_name(binding.value) in CARVE_OPS
+    return isinstance(binding, E.VarBinding) and is_carve(binding.value)
 
 
 def _check_function(name: str, func: E.Function) -> int:

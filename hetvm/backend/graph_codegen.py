@@ -34,9 +34,9 @@ from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.module import IRModule
+from ..op.effects import COPY_BUILTIN, RESHAPE_BUILTIN, VIEW_AT_BUILTIN, kernel_op_of
 from ..runtime.graph_artifact import GRAPH_FORMAT_VERSION, GraphModule
 from ..transform._devices import device_index
-from ..transform.legalize_ops import KERNEL_PREFIX
 from .vm_codegen import _plain, device_descriptors
 
 __all__ = ["GraphModule", "graph_codegen"]
@@ -215,10 +215,11 @@ class _GraphBuilder:
             raise HetvmError(f"graph executor: op '{name}' is not supported; use executor='vm'")
         if isinstance(op, E.ExternFunc):
             sym = op.global_symbol
-            if sym.startswith(KERNEL_PREFIX):
-                self.kernel(b, sym[len(KERNEL_PREFIX):], v)
+            kernel = kernel_op_of(sym)
+            if kernel is not None:
+                self.kernel(b, kernel, v)
                 return
-            if sym == "vm.builtin.copy_to":
+            if sym == COPY_BUILTIN:
                 src, dst = self.source_entry(a[0], "a copy"), None
                 dev = int(_prim(a[1]))
                 if len(a) > 2 and isinstance(a[2], E.Var):
@@ -232,11 +233,11 @@ class _GraphBuilder:
                                    "device": self.dev(dev)})
                 self.ref[b.var] = dst
                 return
-            if sym == "vm.builtin.reshape":
+            if sym == RESHAPE_BUILTIN:
                 src = self.entries[self.source_entry(a[0], "a reshape")]
                 self.ref[b.var] = self.entry(src["storage_id"], src["offset"], _prim(a[1]), src["dtype"])
                 return
-            if sym == "vm.builtin.view_at":
+            if sym == VIEW_AT_BUILTIN:
                 src = self.entries[self.source_entry(a[0], "a view")]
                 offset = src["offset"] + int(_prim(a[1]))
                 self.ref[b.var] = self.entry(src["storage_id"], offset, _prim(a[2]), src["dtype"])

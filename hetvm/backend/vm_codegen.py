@@ -17,9 +17,9 @@ from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..ir.op_registry import op_info
+from ..op.effects import kernel_op_of
 from ..runtime import bytecode as B
 from ..transform._devices import device_index, sinfo_device_index
-from ..transform.legalize_ops import KERNEL_PREFIX
 
 Arg = tuple
 
@@ -198,17 +198,18 @@ class _FunctionCodegen:
         if isinstance(callee, E.Op):
             self.emit_op(var, call, callee.name)
             return
-        is_kernel = isinstance(callee, E.ExternFunc) and callee.global_symbol.startswith(KERNEL_PREFIX)
+        is_kernel = isinstance(callee, E.ExternFunc) and kernel_op_of(callee.global_symbol) is not None
         args = tuple(self.arg(a, kernel_operand=is_kernel) for a in call.args)
         if isinstance(callee, E.ExternFunc):
             name = callee.global_symbol
-            if name.startswith(KERNEL_PREFIX):
+            kernel = kernel_op_of(name)
+            if kernel is not None:
                 attrs = dict(call.attrs.get("op_attrs", {}))
                 dev = int(call.attrs.get("device_index", 0))
                 nout = int(call.attrs.get("num_outputs", 1))
                 names = tuple(getattr(a, "name_hint", "") for a in call.args)
                 self.code.append(
-                    B.KernelCall(name[len(KERNEL_PREFIX):], _plain(attrs), dev, args, nout, names)
+                    B.KernelCall(kernel, _plain(attrs), dev, args, nout, names)
                 )
                 self.reg_of[var] = ("i", None)
                 return

@@ -1,7 +1,10 @@
 """The operator registry: name -> inference rule, purity and device behaviour.
 
 It lives in ``ir/`` so the BlockBuilder can infer struct info without
-importing ``op/``; the ``hetvm.op`` package fills it when imported.
+importing ``op/``; the ``hetvm.op`` package fills it when imported, and
+``hetvm/__init__`` imports that package explicitly, so every op is
+registered before any lookup (the registry never imports op definitions
+behind a lookup's back).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Collection
 from ..errors import StructInfoError
 
 if TYPE_CHECKING:
+    from ..op.effects import Effects
     from .expr import Call, Op
     from .struct_info import StructInfo
 
@@ -41,7 +45,9 @@ class OpInfo:
     """What the compiler knows about one op.
 
     ``attr_names`` lists the attributes the op accepts (the printer and parser
-    use it); ``num_inputs`` is the exact arity, or -1 when variadic.
+    use it); ``num_inputs`` is the exact arity, or -1 when variadic;
+    ``effects`` what it does with memory (``hetvm.op.effects``; None: a pure
+    computation with a result of its own).
     """
 
     name: str
@@ -52,6 +58,7 @@ class OpInfo:
     attr_names: tuple[str, ...] = ()
     description: str = ""
     extra: dict = field(default_factory=dict)
+    effects: Effects | None = None
 
 
 _REGISTRY: dict[str, OpInfo] = {}
@@ -67,28 +74,22 @@ def register_op(
     num_inputs: int = -1,
     attr_names: tuple[str, ...] = (),
     description: str = "",
+    effects: Effects | None = None,
     **extra: object,
 ) -> OpInfo:
     """Registers (or replaces) an op and returns its info."""
     info = OpInfo(
-        name, infer, pure, device_behavior, num_inputs, tuple(attr_names), description, dict(extra)
+        name, infer, pure, device_behavior, num_inputs, tuple(attr_names), description, dict(extra),
+        effects,
     )
     _REGISTRY[name] = info
     return info
-
-
-def _ensure_ops_loaded() -> None:
-    if not _REGISTRY:
-        import importlib
-
-        importlib.import_module("hetvm.op")
 
 
 def get_op(name: str) -> Op:
     """The unique Op node for a registered op name."""
     from .expr import Op
 
-    _ensure_ops_loaded()
     op = _OPS.get(name)
     if op is None:
         if name not in _REGISTRY:
@@ -102,7 +103,6 @@ def get_op(name: str) -> Op:
 
 def op_info(op: Op | str) -> OpInfo:
     """The registered info of an op (by node or name)."""
-    _ensure_ops_loaded()
     name = op if isinstance(op, str) else op.name
     try:
         return _REGISTRY[name]
@@ -115,7 +115,6 @@ def op_info(op: Op | str) -> OpInfo:
 def fused_parts(name: str) -> tuple[str, ...]:
     """The ops a fused op does the work of (``fused_from`` at registration);
     empty for other ops and for names the registry does not know."""
-    _ensure_ops_loaded()
     info = _REGISTRY.get(name)
     return tuple(info.extra.get("fused_from", ())) if info is not None else ()
 
@@ -131,7 +130,6 @@ def missing_part(name: str, missing: Collection[str]) -> str | None:
 
 
 def registered_ops() -> list[str]:
-    _ensure_ops_loaded()
     return sorted(_REGISTRY)
 
 

@@ -10,6 +10,7 @@ from ..ir import expr as E
 from ..ir import struct_info as S
 from ..ir.vdevice import VDevice
 from .base import DeviceBehavior, fail, make_call, op_name, register_op, tensor_arg
+from .effects import ANNOTATION
 
 __all__ = ["device", "hint_on_device", "to_vdevice", "as_vdevice"]
 
@@ -60,6 +61,7 @@ register_op(
     attr_names=("dst_vdevice",),
     device_behavior=DeviceBehavior.ANNOTATION,
     description="asks the device planner to place data on a device",
+    effects=ANNOTATION,
 )
 register_op(
     "to_vdevice",

@@ -23,6 +23,7 @@ from .base import (
     shape_product,
     tensor_arg,
 )
+from .effects import NO_MEMORY, VIEW
 
 __all__ = [
     "reshape",
@@ -377,11 +378,11 @@ def shape_to_tensor(expr: E.Expr) -> E.Call:
     return make_call("shape_to_tensor", [expr])
 
 
-register_op("reshape", _infer_reshape, num_inputs=2, description="reshape to a new shape")
+register_op("reshape", _infer_reshape, num_inputs=2, description="reshape to a new shape", effects=VIEW)
 register_op("permute_dims", _infer_permute_dims, num_inputs=1, attr_names=("axes",))
-register_op("expand_dims", _infer_expand_dims, num_inputs=1, attr_names=("axis",))
-register_op("squeeze", _infer_squeeze, num_inputs=1, attr_names=("axis",))
-register_op("flatten", _infer_flatten, num_inputs=1, description="flatten to 1-D")
+register_op("expand_dims", _infer_expand_dims, num_inputs=1, attr_names=("axis",), effects=VIEW)
+register_op("squeeze", _infer_squeeze, num_inputs=1, attr_names=("axis",), effects=VIEW)
+register_op("flatten", _infer_flatten, num_inputs=1, description="flatten to 1-D", effects=VIEW)
 register_op("broadcast_to", _infer_broadcast_to, num_inputs=2)
 register_op("concat", _infer_concat, num_inputs=1, attr_names=("axis",))
 register_op("split", _infer_split, num_inputs=1, attr_names=("indices_or_sections", "axis"))
@@ -391,6 +392,7 @@ register_op(
     num_inputs=1,
     device_behavior=DeviceBehavior.HOST_ONLY,
     description="the shape of a tensor, on the host",
+    effects=NO_MEMORY,
 )
 register_op(
     "shape_to_tensor",

@@ -9,6 +9,7 @@ from ..ir import prim as P
 from ..ir import struct_info as S
 from .attrs import as_dtype_arg, as_prim_arg, as_shape_arg, as_string_arg
 from .base import DeviceBehavior, make_call, register_op, tensor_arg
+from .effects import CARVE, KILL, STORAGE
 from .memory_common import (
     EMPTY,
     check_imm,
@@ -40,10 +41,10 @@ def _infer_kill_tensor(call: E.Call) -> S.StructInfo:
 
 
 _MEM = {"pure": False, "device_behavior": DeviceBehavior.MEMORY}
-register_op("memory.alloc_storage", _infer_alloc_storage, num_inputs=4, **_MEM)  # type: ignore[arg-type]
-register_op("memory.alloc_tensor", infer_alloc_tensor, num_inputs=-1, **_MEM)  # type: ignore[arg-type]
-register_op("memory.kill_storage", _infer_kill_storage, num_inputs=1, **_MEM)  # type: ignore[arg-type]
-register_op("memory.kill_tensor", _infer_kill_tensor, num_inputs=1, **_MEM)  # type: ignore[arg-type]
+register_op("memory.alloc_storage", _infer_alloc_storage, num_inputs=4, effects=STORAGE, **_MEM)  # type: ignore[arg-type]
+register_op("memory.alloc_tensor", infer_alloc_tensor, num_inputs=-1, effects=CARVE, **_MEM)  # type: ignore[arg-type]
+register_op("memory.kill_storage", _infer_kill_storage, num_inputs=1, effects=KILL, **_MEM)  # type: ignore[arg-type]
+register_op("memory.kill_tensor", _infer_kill_tensor, num_inputs=1, effects=KILL, **_MEM)  # type: ignore[arg-type]
 
 
 def alloc_storage(size: Any, virtual_device_index: Any, storage_scope: Any, dtype: Any) -> E.Call:

@@ -14,6 +14,7 @@ from ..ir import struct_info as S
 from ..ir.vdevice import VDevice
 from .attrs import as_tuple_arg
 from .base import DeviceBehavior, describe_arg, fail, make_call, register_op
+from .effects import NO_MEMORY
 
 __all__ = ["call_dps_packed", "call_packed", "null_value"]
 
@@ -61,6 +62,7 @@ register_op(
     num_inputs=0,
     device_behavior=DeviceBehavior.MEMORY,
     description="a null object",
+    effects=NO_MEMORY,
 )
 
 

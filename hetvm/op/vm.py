@@ -9,6 +9,7 @@ from ..ir import prim as P
 from ..ir import struct_info as S
 from .attrs import as_dtype_arg, as_prim_arg, as_shape_arg, as_string_arg
 from .base import DeviceBehavior, make_call, register_op
+from .effects import CARVE, KILL, STORAGE
 from .memory_common import (
     EMPTY,
     check_imm,
@@ -33,9 +34,9 @@ def _infer_kill_object(call: E.Call) -> S.StructInfo:
 
 
 _MEM = {"pure": False, "device_behavior": DeviceBehavior.MEMORY}
-register_op("vm.alloc_storage", _infer_alloc_storage, num_inputs=4, **_MEM)  # type: ignore[arg-type]
-register_op("vm.alloc_tensor", infer_alloc_tensor, num_inputs=-1, **_MEM)  # type: ignore[arg-type]
-register_op("vm.kill_object", _infer_kill_object, num_inputs=1, **_MEM)  # type: ignore[arg-type]
+register_op("vm.alloc_storage", _infer_alloc_storage, num_inputs=4, effects=STORAGE, **_MEM)  # type: ignore[arg-type]
+register_op("vm.alloc_tensor", infer_alloc_tensor, num_inputs=-1, effects=CARVE, **_MEM)  # type: ignore[arg-type]
+register_op("vm.kill_object", _infer_kill_object, num_inputs=1, effects=KILL, **_MEM)  # type: ignore[arg-type]
 
 
 def alloc_storage(

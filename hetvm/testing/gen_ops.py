@@ -46,9 +46,9 @@ MAX_ELEMENTS = 512
 def kernel_available(op: str) -> bool:
     """Whether the CPU can run ``op`` (view ops are lowered without a kernel)."""
     from ..kernels import has_kernel
-    from .interpreter import VIEW_OPS
+    from ..op.effects import is_view_op
 
-    return op in VIEW_OPS or has_kernel(op, "cpu")
+    return is_view_op(op) or has_kernel(op, "cpu")
 
 
 # --------------------------------------------------------------------------

@@ -552,12 +552,12 @@ class FunctionGen(_Drawer):
 def _computes(expr: E.Expr) -> bool:
     """Whether ``expr`` makes a new tensor (not a view, hint or re-binding of one)."""
     from ..ir.op_registry import DeviceBehavior, op_info
-    from .interpreter import VIEW_OPS
+    from ..op.effects import is_view_op
 
     if not isinstance(expr, E.Call) or not isinstance(expr.op, E.Op):
         return False
     info = op_info(expr.op)
-    return info.device_behavior is DeviceBehavior.FOLLOW_INPUTS and info.name not in VIEW_OPS
+    return info.device_behavior is DeviceBehavior.FOLLOW_INPUTS and not is_view_op(info.name)
 
 
 @st.composite

@@ -13,7 +13,13 @@ The interpreter also runs partly lowered IR (after ``LegalizeOps``,
 ``CallTIRRewrite``, ``StaticPlanBlockMemory``, ``LowerAllocTensor``,
 ``KillAfterLastUse``) so each pass can be checked alone: planned tensors are
 real views into byte arenas (two live tensors placed in overlapping bytes give
-wrong results here too), and a variable read after its kill is an error.
+wrong results here too), and a variable read after its kill is an error. A
+``memory.kill_tensor`` also poisons the tensor's bytes (0xFF, NaN for
+floats), so a read through any other variable that shares them -- a view, a
+value a callee returned -- gives wrong results instead of passing unnoticed;
+killing bytes of a parameter or a constant (which outlive the call) is an
+error. The interpreter decides this from the values themselves (which arrays
+share memory), not from any compiler analysis of the IR.
 
 Every value is checked against its binding's struct info, with symbolic
 variables bound at parameters and ``match_cast`` and checked against the
@@ -33,12 +39,11 @@ from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..ir.op_registry import DeviceBehavior, infer_call, op_info
+from ..op.effects import is_view_op
 
 __all__ = ["Shape", "Storage", "Interpreter", "interpret", "to_numpy_tree", "values_close"]
 
 KERNEL_PREFIXES = ("kernel.", "kernel:")
-#: ops whose result is their input in another shape (no kernel needed)
-VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
 
 
 class Shape(tuple):
@@ -89,13 +94,15 @@ def _dtype_name(arr: np.ndarray) -> str:
 class _Frame:
     """Per-call state: variable values, symbolic variable values, killed vars."""
 
-    __slots__ = ("env", "sym", "killed", "func_name")
+    __slots__ = ("env", "sym", "killed", "func_name", "outside")
 
     def __init__(self, func_name: str) -> None:
         self.env: dict[E.Var, Any] = {}
         self.sym: dict[P.PrimVar, int] = {}
         self.killed: dict[E.Var, str] = {}
         self.func_name = func_name
+        # arrays whose bytes outlive the call (parameters, constants): never killed
+        self.outside: dict[int, tuple[str, np.ndarray]] = {}
 
 
 class Interpreter:
@@ -138,6 +145,8 @@ class Interpreter:
         for param, arg in zip(func.params, args):
             self._check(param.struct_info, arg, frame, f"parameter '{param.name_hint}'")
             frame.env[param] = arg
+            for a in _arrays_in(arg):
+                frame.outside[id(a)] = (f"parameter '{param.name_hint}'", a)
         self._check_bounds(func, frame)
         self._depth += 1
         try:
@@ -208,6 +217,7 @@ class Interpreter:
                     f"'{expr.name_hint}' is used before it is defined in '{frame.func_name}'"
                 ) from None
         if isinstance(expr, E.Constant):
+            frame.outside[id(expr.data)] = ("a constant", expr.data)
             return expr.data
         if isinstance(expr, E.ShapeExpr):
             return Shape(_eval_prim(v, frame.sym) for v in expr.values)
@@ -263,8 +273,8 @@ class Interpreter:
             raise HetvmRuntimeError(f"the interpreter has no rule for op '{name}'")
         args = [self.eval(a, frame) for a in call.args]
         out_sinfo = self._static_sinfo(call, args, frame)
-        if name in VIEW_OPS:
-            # views keep element order: the result is the input read in the new shape
+        if is_view_op(name):
+            # views (the op's declared effect) keep element order: the result is the input read in the new shape
             assert isinstance(out_sinfo, S.TensorStructInfo) and out_sinfo.static_shape is not None
             return np.array(args[0], copy=True).reshape(out_sinfo.static_shape)
         return _run_kernel(name, dict(call.attrs), args, out_sinfo)
@@ -377,9 +387,54 @@ def _alloc_tensor_from_storage(self: Interpreter, call: E.Call, frame: _Frame) -
 def _kill(self: Interpreter, call: E.Call, frame: _Frame) -> Any:
     target = call.args[0]
     if isinstance(target, E.Var):
-        self.eval(target, frame)  # killing twice is a use after a kill
-        frame.killed[target] = f"by {call.op.name}"  # type: ignore[attr-defined]
+        value = self.eval(target, frame)  # killing twice is a use after a kill
+        name = call.op.name  # type: ignore[attr-defined]
+        if name == "memory.kill_tensor" and isinstance(value, np.ndarray):
+            # a storage's kill only drops the handle (tensors carved from it
+            # still live) and kill_object only a register; a tensor's bytes die
+            for what, arr in frame.outside.values():
+                if np.may_share_memory(value, arr):
+                    raise HetvmRuntimeError(
+                        f"'{target.name_hint}' is killed in '{frame.func_name}', but its bytes "
+                        f"are those of {what}, which outlive the call"
+                    )
+            _poison(value)
+        frame.killed[target] = f"by {name}"
     return ()
+
+
+def _poison(arr: np.ndarray) -> None:
+    """Overwrites a dead tensor's bytes (0xFF: NaN for floats), as the VM's
+    ``poison`` mode does with freed memory."""
+    if not arr.flags.writeable or arr.size == 0:
+        return
+    if arr.flags.c_contiguous:
+        arr.reshape(-1).view(np.uint8)[...] = 0xFF
+    elif arr.dtype.kind == "f":
+        arr[...] = np.nan
+    else:
+        arr[...] = np.array(-1).astype(arr.dtype)
+
+
+def _arrays_in(value: Any) -> list[np.ndarray]:
+    """The arrays in a value (a tensor, or a tuple of them, nested)."""
+    if isinstance(value, np.ndarray):
+        return [value]
+    if isinstance(value, tuple) and not isinstance(value, Shape):
+        return [a for v in value for a in _arrays_in(v)]
+    return []
+
+
+def _fresh(out: Any, args: Sequence[Any]) -> Any:
+    """``out`` with any array that shares bytes with an argument copied: an op's
+    result has bytes of its own (NumPy may answer with a view)."""
+    if isinstance(out, tuple) and not isinstance(out, Shape):
+        return tuple(_fresh(o, args) for o in out)
+    if isinstance(out, np.ndarray):
+        inputs = [a for arg in args for a in _arrays_in(arg)]
+        if any(np.may_share_memory(out, a) for a in inputs):
+            return np.array(out, copy=True)
+    return out
 
 
 def _null_value(self: Interpreter, call: E.Call, frame: _Frame) -> Any:
@@ -419,7 +474,7 @@ def _run_kernel(name: str, attrs: dict, args: Sequence[Any], out_sinfo: S.Struct
     from ..transform.fold_constant import evaluate_op
 
     try:
-        return evaluate_op(name, attrs, _kernel_args(args), out_sinfo)
+        return _fresh(evaluate_op(name, attrs, _kernel_args(args), out_sinfo), args)
     except ValueError as err:
         raise HetvmRuntimeError(f"op '{name}': {err}") from None
 

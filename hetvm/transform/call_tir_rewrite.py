@@ -19,10 +19,10 @@ from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..ir.op_registry import get_op
 from ..ir.visitor import ExprMutator
+from ..op.effects import COPY_BUILTIN
 from ._devices import device_index
 from .pass_infra import FunctionPass, PassContext
 
-COPY_BUILTIN = "vm.builtin.copy_to"
 UNIT = S.TupleStructInfo([])
 
 

@@ -52,14 +52,14 @@ from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator
+from ..op.effects import VIEW_AT_BUILTIN, kernel_symbol
 from ._util import uses_of
-from .legalize_ops import KERNEL_PREFIX, VIEW_AT_BUILTIN
 from .pass_infra import Pass, PassContext
 from .static_plan_block_memory import ALLOC_OP, lower_bounds
 
 __all__ = ["ConcatInPlace"]
 
-CONCAT_KERNEL = KERNEL_PREFIX + "concat"
+CONCAT_KERNEL = kernel_symbol("concat")
 # a view allocates nothing and writes nothing: a pure packed function
 PURE_VIEW_AT = E.ExternFunc(VIEW_AT_BUILTIN, struct_info=S.FuncStructInfo(None, S.ObjectStructInfo(), purity=True))
 

@@ -35,14 +35,12 @@ from ..ir import expr as E
 from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..ir.op_registry import get_op
+from ..op.effects import Result, is_kill, is_storage_alloc, symbol_effects
 from ._util import uses_of
 from .canonicalize_bindings import CanonicalizeBindings
-from .legalize_ops import ALIAS_BUILTINS
 from .pass_infra import FunctionPass, PassContext
 
 UNIT = S.TupleStructInfo([])
-KILL_OPS = frozenset({"memory.kill_tensor", "memory.kill_storage", "vm.kill_object"})
-STORAGE_OPS = frozenset({"memory.alloc_storage", "vm.alloc_storage"})
 
 
 def _op_name(value: E.Expr) -> str | None:
@@ -71,7 +69,7 @@ class _FunctionFacts:
             for b in block.bindings:
                 value = b.value  # type: ignore[attr-defined]
                 self.value_of[b.var] = value
-                if _op_name(value) in KILL_OPS and isinstance(value.args[0], E.Var):
+                if is_kill(value) and isinstance(value.args[0], E.Var):
                     self.killed.add(value.args[0])
                 if isinstance(value, E.If):
                     self._collect(value.true_branch)
@@ -157,10 +155,9 @@ class _FunctionFacts:
             indices = self.returned_params_of(callee.name_hint)
             return [a for i, a in enumerate(call.args) if i in indices]
         if isinstance(callee, E.ExternFunc):
-            name = callee.global_symbol
-            if name.startswith(("kernel.", "vm.builtin.")):
-                return []
-            return list(call.args)
+            # an outright alias (a view) is followed through ``root`` instead
+            if symbol_effects(callee.global_symbol).result is Result.OPAQUE:
+                return list(call.args)
         return []
 
     def may_be_constant(self, var: E.Var, sources: set[E.Var]) -> bool:
@@ -174,8 +171,9 @@ class _FunctionFacts:
                 return True
             if isinstance(value, E.Call):
                 args = list(self.returnable_args(value))
-                if isinstance(value.op, E.ExternFunc) and value.op.global_symbol in ALIAS_BUILTINS:
-                    args = list(value.args[:1])
+                source = _alias_argument(value)
+                if source is not None:
+                    args = [source]
                 if any(isinstance(a, E.Constant) for a in args):
                     return True
             elif isinstance(value, E.If) and _returns_constant(value):
@@ -260,7 +258,7 @@ class _FunctionFacts:
         sinfo = var.struct_info
         if isinstance(sinfo, (S.ShapeStructInfo, S.PrimStructInfo, S.FuncStructInfo)):
             return None
-        if _op_name(value) in STORAGE_OPS:
+        if is_storage_alloc(value):
             op = "memory.kill_storage"
         elif isinstance(sinfo, S.TensorStructInfo):
             op = "memory.kill_tensor"
@@ -283,14 +281,16 @@ def _same_object_as(value: E.Expr | None) -> E.Var | None:
     match_cast of ``x`` that canonicalisation kept, or a ``reshape``/``view_at`` of ``x``."""
     if isinstance(value, E.Var):
         return value
-    if (
-        isinstance(value, E.Call)
-        and isinstance(value.op, E.ExternFunc)
-        and value.op.global_symbol in ALIAS_BUILTINS
-        and value.args
-        and isinstance(value.args[0], E.Var)
-    ):
-        return value.args[0]
+    source = _alias_argument(value)
+    return source if isinstance(source, E.Var) else None
+
+
+def _alias_argument(value: E.Expr | None) -> E.Expr | None:
+    """The argument a packed call's result is outright (a view builtin's source)."""
+    if isinstance(value, E.Call) and isinstance(value.op, E.ExternFunc):
+        eff = symbol_effects(value.op.global_symbol)
+        if eff.is_alias(len(value.args)):
+            return value.args[eff.source]
     return None
 
 

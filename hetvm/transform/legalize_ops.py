@@ -3,9 +3,10 @@
 ``lv = R.add(x, y)`` becomes ``lv = R.call_dps_packed("kernel.add", (x, y),
 out_sinfo=...)`` with the op's attributes kept in ``attrs["op_attrs"]``; the
 kernel for the device of the result is chosen at code generation. Ops whose
-result is a view of their input (``reshape``, ``expand_dims``, ``squeeze``,
-``flatten``) become ``vm.builtin.reshape`` calls that share bytes, so no copy
-is made and the memory planner treats them as aliases. ``hint_on_device``
+result is a view of their input (those declaring ``effects=VIEW``:
+``reshape``, ``expand_dims``, ``squeeze``, ``flatten``) become
+``vm.builtin.reshape`` calls that share bytes, so no copy is made and the
+memory planner treats them as aliases. ``hint_on_device``
 is only an annotation and becomes a plain re-binding of its input.
 """
 
@@ -17,24 +18,13 @@ from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..ir.op_registry import DeviceBehavior, get_op, op_info
 from ..ir.visitor import ExprMutator
+from ..op.effects import RESHAPE_BUILTIN, is_view_op, kernel_symbol
 from .pass_infra import FunctionPass, PassContext
 
-KERNEL_PREFIX = "kernel."
-RESHAPE_BUILTIN = "vm.builtin.reshape"
-# ``view_at(src, byte_offset, shape)``: a tensor over bytes of ``src`` (same dtype);
-# ConcatInPlace makes a concatenation's inputs such views of its output
-VIEW_AT_BUILTIN = "vm.builtin.view_at"
-# builtins whose result shares its first argument's bytes (an alias, not a copy)
-ALIAS_BUILTINS = frozenset({RESHAPE_BUILTIN, VIEW_AT_BUILTIN})
-VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
 # a view allocates nothing and writes nothing: a pure packed function
 PURE_RESHAPE = E.ExternFunc(
     RESHAPE_BUILTIN, struct_info=S.FuncStructInfo(None, S.ObjectStructInfo(), purity=True)
 )
-
-
-def kernel_name(op_name: str) -> str:
-    return KERNEL_PREFIX + op_name
 
 
 def _require_shapes(sinfo: S.StructInfo, op: str, span: object) -> None:
@@ -69,7 +59,7 @@ class _Legalizer(ExprMutator):
         sinfo = call.struct_info
         assert sinfo is not None
         _require_shapes(sinfo, name, call.span)
-        if name in VIEW_OPS:
+        if is_view_op(name):
             assert isinstance(sinfo, S.TensorStructInfo) and sinfo.shape is not None
             return E.Call(
                 PURE_RESHAPE,
@@ -80,7 +70,7 @@ class _Legalizer(ExprMutator):
             )
         return E.Call(
             get_op("call_dps_packed"),
-            (E.ExternFunc(kernel_name(name)), E.Tuple(call.args)),
+            (E.ExternFunc(kernel_symbol(name)), E.Tuple(call.args)),
             E.Attrs({"op_attrs": call.attrs}) if call.attrs else E.Attrs(),
             sinfo_args=(sinfo,),
             struct_info=sinfo,

@@ -17,8 +17,6 @@ from ...ir.module import IRModule
 from ...ir.op_registry import DeviceBehavior, op_info
 from .devices import DeviceKey, device_key, key_str
 
-KERNEL_PREFIX = "kernel."
-
 
 def _devs(sinfo: S.StructInfo | None) -> list[DeviceKey | None]:
     if isinstance(sinfo, S.TensorStructInfo):

@@ -23,10 +23,9 @@ from ...ir.module import IRModule
 from ...ir.op_registry import DeviceBehavior, op_info
 from ...ir.span import Span
 from ...op.base import common_vdevice
+from ...op.effects import kernel_op_of
 from .devices import DeviceKey, DeviceTable, key_str
 from .graph import CONST, Constraint, Demand, Problem, Tree, tensor_nbytes, where, zip_leaves
-
-KERNEL_PREFIX = "kernel."
 
 
 def _flat_tensor_sinfos(sinfo: S.StructInfo | None) -> list[S.StructInfo]:
@@ -259,8 +258,9 @@ class Collector:
                 func, args = call.args
                 kname = getattr(func, "global_symbol", "")
                 inputs = args.fields if isinstance(args, E.Tuple) else (args,)
-                if kname.startswith(KERNEL_PREFIX):
-                    return self.op_call(b, var, kname[len(KERNEL_PREFIX):], inputs, span, call)
+                kernel = kernel_op_of(kname)
+                if kernel is not None:
+                    return self.op_call(b, var, kernel, inputs, span, call)
                 return self.host_call(b, var, kname, inputs, call, span)
             return self.op_call(b, var, info.name, call.args, span, call)
         if isinstance(op, E.GlobalVar) and op.name_hint in self.mod:

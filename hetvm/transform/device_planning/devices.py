@@ -26,14 +26,10 @@ from ...errors import DevicePlanError
 from ...ir.module import IRModule
 from ...ir.op_registry import missing_part
 from ...ir.vdevice import VDevice, runtime_kind
+from ...op.effects import is_view_op
 
 DeviceKey = tuple[str, int, str]
 
-#: ops lowered to a view of their input (no kernel needed on any device)
-try:  # LegalizeOps owns the list; keep the planner in step with it
-    from ..legalize_ops import VIEW_OPS
-except ImportError:  # pragma: no cover - LegalizeOps always ships with the planner
-    VIEW_OPS = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
 
 
 def device_key(vdev: VDevice) -> DeviceKey:
@@ -157,7 +153,7 @@ class DeviceTable:
     # -- kernels -------------------------------------------------------------
     def lacks_kernel(self, op: str, key: DeviceKey) -> str | None:
         """Why device ``key`` cannot run ``op`` (None when it can)."""
-        if op in VIEW_OPS:
+        if is_view_op(op):  # lowered to a view of its input: no kernel on any device
             return None
         part = missing_part(op, self.missing.get(key, ()))
         if part == op:

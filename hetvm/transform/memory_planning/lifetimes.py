@@ -37,8 +37,8 @@ from typing import Callable, Iterable, Union
 
 from ...ir import expr as E
 from ...ir import struct_info as S
+from ...op.effects import symbol_effects
 from .._util import uses_of
-from ..legalize_ops import ALIAS_BUILTINS
 
 __all__ = [
     "Interval",
@@ -168,8 +168,10 @@ class _Analyzer:
             return frozenset((binding.var,))
         if isinstance(value, E.Call):
             op = value.op
-            if isinstance(op, E.ExternFunc) and op.global_symbol in ALIAS_BUILTINS and value.args:
-                return flatten(self.expr_pts(value.args[0]))
+            if isinstance(op, E.ExternFunc):
+                eff = symbol_effects(op.global_symbol)
+                if eff.is_alias(len(value.args)):  # a view: its source's bytes
+                    return flatten(self.expr_pts(value.args[eff.source]))
             if not _may_hold_tensor(value.struct_info):
                 return EMPTY
             # A call that returns a tensor may return (part of) an argument.

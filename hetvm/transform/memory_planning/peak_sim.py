@@ -37,16 +37,14 @@ from typing import Any
 from ...ir import expr as E
 from ...ir import prim as P
 from ...ir.module import IRModule
+from ...op.effects import COPY_BUILTIN, Result, op_effects, symbol_effects
 from .._devices import sinfo_device_index
-from ..legalize_ops import ALIAS_BUILTINS, KERNEL_PREFIX
 from .sizes import SizeBound, declared_upper_bounds, shape_nbytes
 
 __all__ = ["PeakPrediction", "predict_peak"]
 
 MAX_PATHS = 256
 MAX_DEPTH = 64
-COPY_BUILTIN = "vm.builtin.copy_to"
-KILL_OPS = frozenset({"memory.kill_tensor", "memory.kill_storage", "vm.kill_object"})
 
 
 @dataclass
@@ -252,7 +250,8 @@ class _Machine:
         a = call.args
         if isinstance(op, E.Op):
             name = op.name
-            if name in KILL_OPS:
+            effects = op_effects(name)
+            if effects.kills:
                 ref = frame.reg_of.get(a[0]) if isinstance(a[0], E.Var) else None
                 if isinstance(ref, int) and ref in frame.regs:
                     obj = frame.regs.pop(ref)
@@ -260,7 +259,7 @@ class _Machine:
                     self._decref(obj)
                 frame.reg_of[var] = OPAQUE
                 return
-            if name in ("memory.alloc_storage", "vm.alloc_storage"):
+            if effects.result is Result.STORAGE:
                 size = a[0]
                 nbytes = (
                     shape_nbytes(size.values, "uint8", bounds)
@@ -270,7 +269,7 @@ class _Machine:
                 block = self._alloc(_const_int(a[1]), nbytes)
                 self._new_reg(frame, _Owner(block, block.nbytes), var)
                 return
-            if name in ("memory.alloc_tensor", "vm.alloc_tensor"):
+            if effects.result is Result.CARVED:
                 storage = self._arg(frame, a[0])
                 block = storage.block if isinstance(storage, _Owner) else None
                 self._new_reg(frame, _Owner(block), var)
@@ -286,19 +285,20 @@ class _Machine:
                 block = self._alloc(sinfo_device_index(self.mod, call.struct_info), SizeBound(nbytes, True))
                 self._new_reg(frame, _Owner(block, nbytes), var)
                 return
-            if name == "hint_on_device":
-                self._new_reg(frame, self._arg(frame, a[0]), var)
+            if effects.result is Result.ARGUMENT and effects.source < len(a):
+                self._new_reg(frame, self._arg(frame, a[effects.source]), var)
                 return
             self._new_reg(frame, OPAQUE, var)
             return
         if isinstance(op, E.ExternFunc):
             sym = op.global_symbol
             args = [self._arg(frame, x) for x in a]
-            if sym.startswith(KERNEL_PREFIX):
+            effects = symbol_effects(sym)
+            if effects.writes_outputs:  # a kernel: writes its outputs, returns nothing
                 frame.reg_of[var] = OPAQUE
                 return
-            if sym in ALIAS_BUILTINS:
-                src = args[0] if args else OPAQUE
+            if effects.result is Result.VIEW:
+                src = args[effects.source] if effects.source < len(args) else OPAQUE
                 view = _Owner(src.block, src.nbytes) if isinstance(src, _Owner) and not src.released else OPAQUE
                 self._new_reg(frame, view, var)
                 return
