@@ -4,9 +4,8 @@ import numpy as np
 import pytest
 
 import hetvm
-from hetvm.ir import BlockBuilder, Var
+from hetvm.ir import BlockBuilder, Var, op_registry
 from hetvm.ir import expr as E
-from hetvm.ir import op_registry
 from hetvm.ir import struct_info as S
 from hetvm.ir.op_registry import DeviceBehavior, op_info, registered_ops
 from hetvm.op import effects as fx
