@@ -93,7 +93,7 @@ _FOLDERS: dict[str, Folder] = {}
 #: ops whose folders accept SymArray inputs (shape arithmetic)
 SYMBOLIC_FOLDABLE = frozenset(
     """Identity Gather Concat Unsqueeze Squeeze Reshape Flatten Slice Cast Add Sub Mul Div
-    Neg Abs Max Min Equal Where Expand Shape Size ReduceProd ReduceSum Transpose""".split()
+    Neg Abs Max Min Sum Equal Where Expand Shape Size ReduceProd ReduceSum Transpose""".split()
 )
 
 
@@ -324,14 +324,34 @@ def _abs(ins, attrs, opset):
     return [np.abs(ins[0])]
 
 
+def _elementwise(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``fn`` applied element by element to object arrays (shape values)."""
+
+    def apply(a: Any, b: Any) -> Any:
+        a, b = np.broadcast_arrays(np.asarray(a, dtype=object), np.asarray(b, dtype=object))
+        out = np.empty(a.shape, dtype=object)
+        for idx in np.ndindex(a.shape):
+            out[idx] = fn(*(int(v) if isinstance(v, np.integer) else v for v in (a[idx], b[idx])))
+        return out
+
+    return apply
+
+
+#: Max / Min of shape values (``max(seq, 1)``, ``min(n, 512)``): the bounds of the
+#: dims decide what they can (dims are never negative, so ``max(n, 0)`` is ``n``)
+_SYMBOLIC_MINMAX = {id(np.maximum): _elementwise(P.max_), id(np.minimum): _elementwise(P.min_)}
+
+
 def _variadic(fn: Callable[[Any, Any], Any]) -> Folder:
     def fold(ins, attrs, opset):
         vals = [i for i in ins if i is not None]
-        if fn is not np.add and any(isinstance(v, SymArray) for v in vals):
-            raise _NotFoldable("min/max of symbolic shape values")
+        if any(isinstance(v, SymArray) for v in vals):
+            fn_ = _SYMBOLIC_MINMAX.get(id(fn), fn)
+        else:
+            fn_ = fn
         out = _raw(vals[0])
         for v in vals[1:]:
-            out = fn(out, _raw(v))
+            out = fn_(out, _raw(v))
         return [_wrap(np.asarray(out), *vals)]
 
     return fold
@@ -350,15 +370,28 @@ def _equal(ins, attrs, opset):
     for idx in np.ndindex(a.shape):
         x, y = a[idx], b[idx]
         if isinstance(x, P.PrimExpr) or isinstance(y, P.PrimExpr):
-            if P.prove_equal(x, y):
-                out[idx] = True
-            elif P.const_value(P.sub(P.as_prim(x), P.as_prim(y))) is not None:
-                out[idx] = False
-            else:
+            decided = decide_equal(x, y)
+            if decided is None:
                 raise _NotFoldable("cannot decide equality of symbolic dims")
+            out[idx] = decided
         else:
             out[idx] = x == y
     return [out]
+
+
+def decide_equal(x: Any, y: Any) -> bool | None:
+    """``x == y`` for shape values, None when it depends on the dims' values.
+
+    Dims are never negative, so ``n == -1`` is False: that is what settles the
+    legacy exporter's ``Where(Equal(shape, -1), 1, shape)`` before an Expand.
+    """
+    diff = P.sub(P.as_prim(x), P.as_prim(y))
+    if P.prove_equal(diff, 0):
+        return True
+    lo, hi = P.bounds(diff)
+    if (lo is not None and lo > 0) or (hi is not None and hi < 0):
+        return False
+    return None
 
 
 @_folder("Where")
@@ -437,6 +470,22 @@ def fold_node(
     symbolic = any(isinstance(i, SymArray) for i in inputs)
     if symbolic and op_type not in SYMBOLIC_FOLDABLE:
         return None
+    # ONNX's float semantics are IEEE's: log(0) is -inf, 0/0 is nan, and a cast of
+    # them is what the exporter meant (T5's relative-position buckets take log(0)
+    # and cast it). NumPy's RuntimeWarnings about them are noise at import time.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        return _fold(op_type, inputs, attrs, opset, node_proto, num_outputs, symbolic)
+
+
+def _fold(
+    op_type: str,
+    inputs: list[np.ndarray | SymArray | None],
+    attrs: dict[str, Any],
+    opset: int,
+    node_proto: Any,
+    num_outputs: int,
+    symbolic: bool,
+) -> list[np.ndarray | SymArray] | None:
     folder = _FOLDERS.get(op_type)
     if folder is not None:
         try:

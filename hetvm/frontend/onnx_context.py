@@ -158,12 +158,14 @@ class ConvertContext:
         return var
 
     def _shape_tensor(self, value: SymArray) -> E.Expr:
-        if value.data.ndim != 1 or not self.has_op("shape_to_tensor"):
-            raise self.error(
-                "a symbolic shape value is used as a run-time tensor; hetvm can only use "
-                "symbolic shapes as shapes (reshape/expand/full targets)"
-            )
-        return self.emit(self.op("shape_to_tensor")(E.ShapeExpr(tuple(value.prims()))), "shape")
+        """A shape value as an int64 tensor: ``shape_to_tensor`` of its elements,
+        reshaped when it is not 1-D (``past_len + arange(seq)`` reads a 0-d one)."""
+        if not self.has_op("shape_to_tensor"):  # pragma: no cover - the op is always there
+            raise self.error("a symbolic shape value is used as a run-time tensor")
+        flat = self.emit(self.op("shape_to_tensor")(E.ShapeExpr(tuple(value.prims()))), "shape")
+        if value.data.ndim == 1:
+            return flat
+        return self.emit(self.op("reshape")(flat, tuple(value.shape)), "shape")
 
     # -- struct info ----------------------------------------------------------
     @staticmethod

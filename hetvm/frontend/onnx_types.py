@@ -10,7 +10,7 @@ from ..errors import FrontendError
 from ..ir import prim as P
 from ..ir import struct_info as S
 
-__all__ = ["np_dtype_of", "dtype_of", "input_struct_info", "parse_attrs"]
+__all__ = ["np_dtype_of", "dtype_of", "input_struct_info", "is_anonymous_dim", "parse_attrs"]
 
 
 def np_dtype_of(elem_type: int) -> np.dtype:
@@ -37,8 +37,8 @@ def input_struct_info(
     """Struct info of a graph input.
 
     A ``dim_param`` becomes a PrimVar shared by name across inputs (``sym_vars``);
-    a dimension with neither value nor name gets a fresh PrimVar named after the
-    input. ``override`` (from ``shape_dict``) replaces the whole shape; its
+    a dimension with neither value nor name, or with an anonymous one (``?``,
+    see :func:`is_anonymous_dim`), gets a fresh PrimVar named after the input. ``override`` (from ``shape_dict``) replaces the whole shape; its
     entries may be ints or names of symbolic dims.
     """
     ttype = value_info.type.tensor_type
@@ -57,11 +57,23 @@ def input_struct_info(
     for i, d in enumerate(ttype.shape.dim):
         if d.HasField("dim_value") and d.dim_value >= 0:
             dims.append(P.IntImm(int(d.dim_value)))
-        elif d.HasField("dim_param") and d.dim_param:
+        elif d.HasField("dim_param") and not is_anonymous_dim(d.dim_param):
             dims.append(_dim(d.dim_param, sym_vars))
         else:
             dims.append(_dim(f"{_ident(value_info.name)}_dim{i}", sym_vars))
     return S.TensorStructInfo(dims, dtype)
+
+
+def is_anonymous_dim(name: str) -> bool:
+    """A ``dim_param`` that says "unknown" rather than naming a dim.
+
+    paddle2onnx writes ``?`` for every free dim and others write ``-1`` or
+    ``None``; taken as names, all of an image's ``?`` dims would be one variable
+    (forcing H == W == batch). Each such dim is its own variable instead, like a
+    dim with neither value nor name.
+    """
+    text = name.strip()
+    return not any(c.isalpha() for c in text) or text == "None"
 
 
 def _dim(d: Any, sym_vars: dict[str, P.PrimVar]) -> P.PrimExpr:

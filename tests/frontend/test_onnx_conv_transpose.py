@@ -17,6 +17,7 @@ from hetvm.errors import FrontendError  # noqa: E402
 from hetvm.frontend import from_onnx  # noqa: E402
 from hetvm.ir import prim  # noqa: E402
 from hetvm.script import print_module  # noqa: E402
+from hetvm.testing.oracle import onnxruntime_or_fail  # noqa: E402
 
 
 @pytest.fixture
@@ -134,7 +135,7 @@ ORT_CASES = {
 
 @pytest.mark.parametrize("name", list(ORT_CASES))
 def test_matches_onnx_runtime(kit, rng, name):
-    ort = pytest.importorskip("onnxruntime")
+    ort = onnxruntime_or_fail()
     x_shape, w_shape, attrs = ORT_CASES[name]
     model = ct_model(kit, rng, x_shape, w_shape, bias=True, **attrs)
     x = rng.standard_normal(x_shape).astype(np.float32)

@@ -27,6 +27,7 @@ from hetvm.pipeline import default_pipeline
 from hetvm.testing.ir_query import bindings as _bindings
 from hetvm.testing.ir_query import build_and_run, one_input_module
 from hetvm.testing.ir_query import op_names as _ops
+from hetvm.testing.oracle import onnxruntime_or_fail
 from hetvm.transform import FoldConstant, FoldScaleAxis, Normalize, PassContext
 
 F32 = "float32"
@@ -372,7 +373,7 @@ def test_onnx_conv_batch_norm_folds():
     got = _run(mod, x)
     _close(got, _run(mod, x, fold=False))
 
-    ort = pytest.importorskip("onnxruntime")
+    ort = onnxruntime_or_fail()
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (want,) = sess.run(None, {"x": x})
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -18,6 +18,11 @@ from ..onnx_context import ConvertContext, NodeView, normalize_axes, normalize_a
 from . import converter
 
 _BIG = 2**31 - 1
+#: Slice bounds at or past this mean "to the end" (or "from the start"): exporters
+#: write INT64_MAX, 2**31-1 or 1e9 (paddle2onnx, some torch idioms) for "all of it".
+#: A dim this long (4 GB of float32 per element of the other dims) is not supported
+#: with such a bound; any bound below it is clamped exactly as ONNX says.
+SLICE_PAST_ANY_DIM = 10**9
 
 
 def _axes_of(ctx: ConvertContext, node: NodeView, input_since: int, index: int = 1) -> list[int] | None:
@@ -120,10 +125,17 @@ def _slice(ctx: ConvertContext, node: NodeView) -> Any:
 
 
 def _clamp(v: P.PrimExpr) -> int | P.PrimExpr:
+    """A constant bound at or past SLICE_PAST_ANY_DIM becomes strided_slice's
+    sentinel (so the slice's length is ``n - start``, not ``min(n, 1e9) - start``,
+    which memory planning would size at 1e9)."""
     c = P.const_value(v)
     if c is None:
         return v
-    return max(min(int(c), _BIG), -_BIG)
+    if c >= SLICE_PAST_ANY_DIM:
+        return _BIG
+    if c <= -SLICE_PAST_ANY_DIM:
+        return -_BIG
+    return int(c)
 
 
 @converter("Squeeze")
