@@ -1,7 +1,10 @@
 """The ``vm.builtin.*`` functions (names and argument order: see bytecode.py).
 
-One :class:`Builtins` object per VM: it knows the VM's devices and allocators,
-so ``device_index`` arguments refer to ``Executable.devices``.
+One :class:`Builtins` object per VM, over its :class:`~.vm_state.VMState`: it
+knows the VM's devices and allocators, so ``device_index`` arguments refer to
+``Executable.devices``. The builtins that allocate (``alloc_storage``,
+``alloc_tensor_direct``, ``copy_to``) take the call's
+:class:`~.vm_state.CallState` first: the call owns what they allocate.
 """
 
 from __future__ import annotations
@@ -20,56 +23,59 @@ from .shapes import ShapeBinder
 from .values import check_value
 
 if TYPE_CHECKING:
-    from .vm import VirtualMachine
+    from .vm_state import CallState, VMState
 
 __all__ = ["Builtins"]
 
 
 class Builtins:
-    """Builtin implementations bound to one VM."""
+    """Builtin implementations bound to one VM's state."""
 
-    def __init__(self, vm: VirtualMachine) -> None:
-        self.vm = vm
+    def __init__(self, state: VMState) -> None:
+        self.state = state
 
     def _dev_index(self, device_index: Any) -> int:
         if isinstance(device_index, NDArray) or not isinstance(device_index, (int, np.integer)):
             raise HetvmRuntimeError(f"device index must be an int, got {device_index!r}")
-        n = len(self.vm.exe_devices)
+        n = len(self.state.devices)
         if not 0 <= device_index < n:
             raise HetvmRuntimeError(f"device index {device_index} out of range ({n} devices)")
         return int(device_index)
 
     def alloc_storage(
-        self, size: Any, device_index: int, scope: str = "global", dtype: str = "uint8"
+        self, call: CallState, size: Any, device_index: int, scope: str = "global",
+        dtype: str = "uint8",
     ) -> Storage:
         nbytes = nbytes_of(tuple(size), dtype)
-        alloc = self.vm.allocators_by_index[self._dev_index(device_index)]
-        return Storage(alloc.alloc(nbytes), scope if isinstance(scope, str) else "global")
+        block = call.alloc(self._dev_index(device_index), nbytes)
+        return Storage(block, scope if isinstance(scope, str) else "global")
 
     def alloc_tensor(self, storage: Any, offset: Any, shape: Any, dtype: str) -> NDArray:
         if not isinstance(storage, Storage):
             raise HetvmRuntimeError(f"alloc_tensor needs a Storage, got {type(storage).__name__}")
         return view(storage.allocation, int(offset), tuple(shape), dtype)
 
-    def alloc_tensor_direct(self, shape: Any, dtype: str, device_index: int) -> NDArray:
-        alloc = self.vm.allocators_by_index[self._dev_index(device_index)]
+    def alloc_tensor_direct(
+        self, call: CallState, shape: Any, dtype: str, device_index: int
+    ) -> NDArray:
+        index = self._dev_index(device_index)
         shape = tuple(int(d) for d in shape)
-        return view(alloc.alloc(nbytes_of(shape, dtype)), 0, shape, np_dtype(dtype))
+        return view(call.alloc(index, nbytes_of(shape, dtype)), 0, shape, np_dtype(dtype))
 
-    def copy_to(self, src: Any, device_index: int, dst: Any = None) -> NDArray:
+    def copy_to(self, call: CallState, src: Any, device_index: int, dst: Any = None) -> NDArray:
         if not isinstance(src, NDArray):
             raise HetvmRuntimeError(f"copy_to needs a tensor, got {type(src).__name__}")
         if not src.alive:
             raise HetvmRuntimeError(f"copy_to of a released tensor {src.shape} {src.dtype}")
         idx = self._dev_index(device_index)
-        target = self.vm.exe_devices[idx]
+        target = self.state.devices[idx]
         if dst is None:
-            dst = self.alloc_tensor_direct(src.shape, src.dtype, idx)
+            dst = self.alloc_tensor_direct(call, src.shape, src.dtype, idx)
         elif not isinstance(dst, NDArray) or dst.device is not target:
             where = dst.device if isinstance(dst, NDArray) else type(dst).__name__
             raise HetvmRuntimeError(f"copy_to destination must be a tensor on {target}, got {where}")
         copy_array(src.device, src._data, target, dst._data)
-        self.vm._event("copy", target, src.nbytes, src=str(src.device))
+        call.event("copy", target, src.nbytes, src=str(src.device))
         return dst
 
     def make_tuple(self, *xs: Any) -> tuple:
@@ -84,7 +90,7 @@ class Builtins:
     def match_cast(self, value: Any, info: dict, env: dict, ctx: tuple = ("?", {})) -> Any:
         """``ctx`` = (function name, sym_bounds), supplied by the code generator."""
         binder = ShapeBinder(env, ctx[1], ctx[0])
-        out = check_value(value, info, binder, "match_cast value", self.vm._device_of, False)
+        out = check_value(value, info, binder, "match_cast value", self.state.device_of, False)
         binder.finish()
         return out
 

@@ -10,10 +10,17 @@ generated identifier.
 
 Errors: each generated line maps to its pc (``LineMap``), so the VM names
 function and pc from a traceback without paying for pc bookkeeping.
+
+State: the generated code and the builtins it binds see the VM only through
+its :class:`~.vm_state.VMState` (read at load time) and the call's
+:class:`~.vm_state.CallState`, the generated function's first argument ``C``
+(see :mod:`.vm_state`); so one compiled function serves calls from several
+threads at once.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -40,11 +47,13 @@ from .ndarray import NDArray, ShapeTuple
 from .shapes import compile_prim, validate_prim
 
 if TYPE_CHECKING:
-    from .vm import VirtualMachine
+    from .vm_state import VMState
 
 __all__ = ["CompiledFunction", "compile_function"]
 
 _TENSOR_BUILTINS = {"alloc_tensor", "alloc_tensor_direct", "copy_to"}
+# builtins that allocate: they take the call state first (the call owns the block)
+_CALL_BUILTINS = {"alloc_storage", "alloc_tensor_direct", "copy_to"}
 # builtins whose result is a tensor on the device of their first argument
 _VIEW_BUILTINS = ("view_at", "reshape")
 # argument kinds of builtins: "shape" / "prim" immediates are compiled symbolically
@@ -61,7 +70,7 @@ _file_ids = itertools.count()
 
 
 def kill_fast(value: Any) -> None:
-    """``VirtualMachine._kill`` without trace events or poisoning (the usual VM)."""
+    """``CallState.kill`` without trace events or poisoning (the usual VM)."""
     if value.__class__ is NDArray:
         if value._killable and not value._released:
             value._released = True
@@ -82,16 +91,16 @@ class CompiledFunction:
 
 
 class _Emitter:
-    def __init__(self, vm: VirtualMachine, func: VMFunction) -> None:
-        self.vm = vm
+    def __init__(self, state: VMState, func: VMFunction) -> None:
+        self.state = state
         self.func = func
         self.ns: dict[str, Any] = {
             "__builtins__": {"min": min, "max": max, "None": None},
             "_NDArray": NDArray,
             "_Shape": ShapeTuple,
-            "_kill": vm._kill if vm.trace or vm.poison else kill_fast,
-            "_cond": vm._builtins.read_cond,
-            "_vm": vm,
+            "_kill": kill_fast,
+            "_cond": state.builtins.read_cond,
+            "_partial": functools.partial,
         }
         self.lines: list[tuple[int, str, int | None]] = []
         self._ids = itertools.count()
@@ -118,7 +127,7 @@ class _Emitter:
         """
         defs: dict[int, list] = {}
         storage_dev: dict[int, list] = {}
-        funcs = self.vm.exe.functions
+        funcs = self.state.exe.functions
         for i, info in enumerate(self.func.param_info):
             if info["kind"] == "tensor":
                 defs.setdefault(i, []).append(("tensor", info.get("device")))
@@ -164,13 +173,13 @@ class _Emitter:
                 view = ("tensor", devs.pop()) if ok else ("other", None)
                 defs[ins.dst] = [view if k == "view" else (k, d) for k, d in defs[ins.dst]]
         out: dict[int, Any] = {}
-        n = len(self.vm.exe_devices)
+        n = len(self.state.devices)
         for r, ds in defs.items():
             if all(k == "tensor" for k, _ in ds):
                 devs = {d for _, d in ds}
                 d = devs.pop() if len(devs) == 1 else None
                 ok = isinstance(d, int) and not isinstance(d, bool) and 0 <= d < n
-                out[r] = self.vm.exe_devices[d] if ok else None
+                out[r] = self.state.devices[d] if ok else None
         return out
 
     def prim(self, e: Any) -> str:
@@ -182,9 +191,9 @@ class _Emitter:
         if tag == "r":
             return f"r{value}"
         if tag == "c":
-            return self.bind(self.vm._constant_on(value, None), "_c")
-        if tag == "f":
-            return self.bind(self.vm._function_ref(value), "_f")
+            return self.bind(self.state.constant(value, None), "_c")
+        if tag == "f":  # a function value: bound to the call that passes it on
+            return f"_partial({self.bind(self.state.function_ref(value), '_f')}, C)"
         # immediate
         if kind == "shape" and isinstance(value, list):
             return "(" + "".join(self.prim(d) + ", " for d in value) + ")"
@@ -198,14 +207,15 @@ class _Emitter:
 
     # -- instructions --------------------------------------------------------------
     def instruction(self, pc: int, ins: Any, ind: int) -> None:
-        if self.vm.trace:
-            self.emit(ind, f"_vm._where = ({self.bind(self.func.name)}, {pc})", pc)
+        if self.state.trace:
+            self.emit(ind, f"C.where = ({self.bind(self.func.name)}, {pc})", pc)
         if isinstance(ins, KernelCall):
             self.kernel_call(pc, ins, ind)
         elif isinstance(ins, Call):
             self.call(pc, ins, ind)
         elif isinstance(ins, Kill):
-            self.emit(ind, f"_kill(r{ins.reg}); r{ins.reg} = None", pc)
+            kill = "C.kill" if self.state.trace or self.state.poison else "_kill"
+            self.emit(ind, f"{kill}(r{ins.reg}); r{ins.reg} = None", pc)
         elif isinstance(ins, Ret):
             self.emit(ind, f"return r{ins.reg}", pc)
         else:  # jumps are emitted by the block structure
@@ -213,13 +223,13 @@ class _Emitter:
 
     def call(self, pc: int, ins: Call, ind: int) -> None:
         dst = f"r{ins.dst} = " if ins.dst is not None else ""
-        if ins.func in self.vm.exe.functions:
-            target = self.bind(self.vm._function_ref(ins.func), "_F")
-            args = ", ".join(self.arg(a) for a in ins.args)
-            self.emit(ind, f"{dst}{target}({args})", pc)
+        if ins.func in self.state.exe.functions:
+            target = self.bind(self.state.function_ref(ins.func), "_F")
+            args = "".join(", " + self.arg(a) for a in ins.args)
+            self.emit(ind, f"{dst}{target}(C{args})", pc)
             return
         if not ins.func.startswith(BUILTIN_PREFIX):
-            target = self.bind(self.vm._global_ref(ins.func), "_G")
+            target = self.bind(self.state.global_ref(ins.func), "_G")
             args = ", ".join(self.arg(a) for a in ins.args)
             self.emit(ind, f"{dst}{target}({args})", pc)
             return
@@ -250,7 +260,9 @@ class _Emitter:
             if name in ("match_cast", "match_shape"):
                 args.append("E")
                 args.append(self.bind((self.func.name, self.func.sym_bounds), "_x"))
-            fn = self.bind(getattr(self.vm._builtins, name), "_B")
+            if name in _CALL_BUILTINS:
+                args.insert(0, "C")
+            fn = self.bind(getattr(self.state.builtins, name), "_B")
             expr = f"{fn}({', '.join(args)})"
         self.emit(ind, f"{dst}{expr}", pc)
 
@@ -265,9 +277,9 @@ class _Emitter:
         if len(args) > 2 and args[2] != ("i", None):
             return None
         dev = args[1][1]
-        if not isinstance(dev, int) or isinstance(dev, bool) or not 0 <= dev < len(self.vm.exe_devices):
+        if not isinstance(dev, int) or isinstance(dev, bool) or not 0 <= dev < len(self.state.devices):
             return None
-        return self.vm._constant_on(args[0][1], dev)
+        return self.state.constant(args[0][1], dev)
 
     def static_builtin(self, name: str, ins: Call) -> Callable | None:
         """A load-time specialisation of a tensor-making builtin whose arguments
@@ -276,7 +288,7 @@ class _Emitter:
         if not args or any(tag != "i" for tag, _ in args[1:]):
             return None
         vals = [v for _, v in args[1:]]
-        b = self.vm._builtins
+        b = self.state.builtins
         if name == "alloc_tensor" and len(vals) == 3:
             return static_alloc_tensor(b, *vals)
         if name == "view_at" and len(vals) == 2:
@@ -286,7 +298,7 @@ class _Emitter:
         return None
 
     def kernel_call(self, pc: int, ins: KernelCall, ind: int) -> None:
-        dev = self.vm.exe_devices[ins.device]
+        dev = self.state.devices[ins.device]
         api = get_api(dev)
         where = f"function '{self.func.name}', pc {pc}: {format_instruction(ins)}"
         part = missing_part(ins.op, api.missing_kernels)
@@ -315,7 +327,7 @@ class _Emitter:
             elif tag == "r":
                 args.append(f"{conv}(r{value}, {pos})")
             elif tag == "c":
-                args.append(self.bind(self.vm._constant_on(value, ins.device)._data, "_c"))
+                args.append(self.bind(self.state.constant(value, ins.device)._data, "_c"))
             else:
                 args.append(self.bind(_kernel_immediate(value), "_i"))
         self.emit(ind, f"{kern}({', '.join(args)})", pc)
@@ -357,7 +369,7 @@ class _Emitter:
                 self.emit(3, f"_b = {end}", end - 1)
 
     def source(self) -> tuple[str, dict]:
-        params = ", ".join(["E"] + [f"r{i}" for i in range(len(self.func.params))])
+        params = ", ".join(["C", "E"] + [f"r{i}" for i in range(len(self.func.params))])
         used = set()
         for ins in self.func.instructions:
             for r in _registers_of(ins):
@@ -432,9 +444,10 @@ def _arg_converter(dev: Any, ins: KernelCall, where: str) -> Callable[[Any, int]
     return conv
 
 
-def compile_function(vm: VirtualMachine, func: VMFunction) -> CompiledFunction:
-    """Generates, compiles and returns the Python function for ``func``."""
-    em = _Emitter(vm, func)
+def compile_function(state: VMState, func: VMFunction) -> CompiledFunction:
+    """Generates, compiles and returns the Python function ``fn(call, env, *args)``
+    for ``func``."""
+    em = _Emitter(state, func)
     source, linemap = em.source()
     filename = f"<hetvm-vm#{next(_file_ids)}:{func.name}>"
     code = compile(source, filename, "exec")

@@ -13,7 +13,7 @@ when a storage is killed right after the tensor carved from it.
 from __future__ import annotations
 
 import atexit
-import weakref
+import threading
 from typing import Any, Callable
 
 from ..errors import HetvmRuntimeError, OutOfMemoryError
@@ -31,6 +31,7 @@ __all__ = [
 
 EventSink = Callable[[str, Device, int], None]
 POISON_BYTE = 0xFF
+MAX_ALLOC_BYTES = 2**63 - 1  # what NumPy's intp (and any device's size_t) can count
 
 # [False] once the interpreter exits: ``__del__`` of a Storage or NDArray then
 # releases nothing. A list bound as a default argument, so that it is still
@@ -46,17 +47,18 @@ def _exiting() -> None:
 class Allocation:
     """One allocated block of ``nbytes`` on a device, with a reference count."""
 
-    __slots__ = ("buffer", "nbytes", "refs", "allocator", "freed", "serial", "views", "__weakref__")
+    __slots__ = ("buffer", "nbytes", "refs", "allocator", "freed", "chunk", "views", "__weakref__")
 
     def __init__(
-        self, buffer: Any, nbytes: int, allocator: Allocator, serial: int = 0, views: dict | None = None
+        self, buffer: Any, nbytes: int, allocator: Allocator, chunk: Any = None,
+        views: dict | None = None,
     ) -> None:
-        self.serial = serial
         self.buffer = buffer
         self.nbytes = nbytes
         self.refs = 0
         self.allocator = allocator
         self.freed = False
+        self.chunk = chunk  # where a pooled allocator carved it from (see .pool)
         # Backend arrays over ``buffer`` made by the VM's specialised builtins, by
         # instruction (see ``builtins.static_alloc_tensor``). A pooled buffer keeps
         # them across calls, so a call that gets the buffer back reuses its views
@@ -156,6 +158,11 @@ class Allocator:
     since the last ``reset_peak``; ``pool_bytes``: freed bytes kept for reuse;
     ``alloc_calls``: allocation requests; ``raw_allocs``: requests that reached
     the device. ``poison`` fills freed memory with 0xFF (NaN for floats).
+
+    Thread safety: ``alloc`` and ``free`` hold the allocator's lock. A free that
+    happens inside ``alloc`` on the same thread (a garbage-collected tensor) is
+    deferred to the end of that ``alloc``, so the books are never changed
+    halfway through another change.
     """
 
     name = "base"
@@ -169,9 +176,10 @@ class Allocator:
         self.pool_bytes = 0
         self.alloc_calls = 0
         self.raw_allocs = 0
-        self.live: weakref.WeakSet[Allocation] = weakref.WeakSet()
-        self.serial = 0
         self.on_event: EventSink | None = None
+        self._lock = threading.Lock()
+        self._owner: int | None = None  # the thread inside alloc/free
+        self._deferred: list[Allocation] = []
 
     # -- public -----------------------------------------------------------
     def alloc(self, nbytes: int) -> Allocation:
@@ -179,25 +187,48 @@ class Allocator:
         nbytes = int(nbytes)
         if nbytes < 0:
             raise HetvmRuntimeError(f"negative allocation of {nbytes} bytes on {self.device}")
-        self.alloc_calls += 1
-        buffer, views = self._take(nbytes)
-        self.serial += 1
-        block = Allocation(buffer, nbytes, self, self.serial, views)
-        self.bytes_in_use += nbytes
-        if self.bytes_in_use > self.peak_bytes:
-            self.peak_bytes = self.bytes_in_use
-        self.live.add(block)
-        if self.on_event is not None:
-            self.on_event("alloc", self.device, nbytes)
+        if nbytes > MAX_ALLOC_BYTES:
+            raise OutOfMemoryError(
+                f"cannot allocate {nbytes} bytes on {self.device}: more than any allocation "
+                f"can hold ({MAX_ALLOC_BYTES} bytes, 2**63 - 1)"
+            )
+        with self._lock:
+            self._owner = threading.get_ident()
+            try:
+                self.alloc_calls += 1
+                block = self._take(nbytes)
+                self.bytes_in_use += nbytes
+                if self.bytes_in_use > self.peak_bytes:
+                    self.peak_bytes = self.bytes_in_use
+                if self.on_event is not None:
+                    self.on_event("alloc", self.device, nbytes)
+                while self._deferred:
+                    self._free_locked(self._deferred.pop())
+            finally:
+                self._owner = None
         return block
 
     def free(self, block: Allocation) -> None:
         """Takes a block back (called when its reference count reaches zero)."""
         if block.freed:
             return
+        if self._owner == threading.get_ident():  # re-entered from inside alloc/free
+            self._deferred.append(block)
+            return
+        with self._lock:
+            self._owner = threading.get_ident()
+            try:
+                self._free_locked(block)
+                while self._deferred:
+                    self._free_locked(self._deferred.pop())
+            finally:
+                self._owner = None
+
+    def _free_locked(self, block: Allocation) -> None:
+        if block.freed:
+            return
         block.freed = True
         self.bytes_in_use -= block.nbytes
-        self.live.discard(block)
         if self.poison:
             poison_buffer(block.buffer)
         self._give_back(block)
@@ -208,15 +239,9 @@ class Allocator:
     def release_all(self) -> None:
         """Returns every pooled block to the device."""
 
-    def free_since(self, mark: int) -> int:
-        """Frees every live block allocated after ``serial`` was ``mark``
-        (clean-up after a failed call); returns the bytes freed."""
-        freed = 0
-        for block in sorted(self.live, key=lambda b: b.serial):
-            if block.serial > mark and not block.freed:
-                freed += block.nbytes
-                block.force_free()
-        return freed
+    def begin_call(self) -> None:
+        """A VM call starts on an idle VM: the report's figures restart."""
+        self.reset_peak()
 
     def reset_peak(self) -> None:
         self.peak_bytes = self.bytes_in_use
@@ -235,7 +260,7 @@ class Allocator:
     # -- for subclasses ----------------------------------------------------
     def _raw(self, nbytes: int) -> Any:
         if not self.api.fits(nbytes):
-            self.release_all()
+            self._release_idle()
             if not self.api.fits(nbytes):
                 raise OutOfMemoryError(
                     f"out of memory on {self.device}: requested {nbytes} bytes with "
@@ -244,13 +269,13 @@ class Allocator:
                 )
         try:
             buf = self.api.raw_alloc(nbytes)
-        except MemoryError as exc:  # the host (or device library) refused it
+        except (MemoryError, ValueError, OverflowError) as exc:  # the host (or library) refused it
             if isinstance(exc, OutOfMemoryError):
                 raise
-            self.release_all()  # pooled blocks are bytes the next try may get
+            self._release_idle()  # pooled blocks are bytes the next try may get
             try:
                 buf = self.api.raw_alloc(nbytes)
-            except MemoryError:
+            except (MemoryError, ValueError, OverflowError):
                 raise OutOfMemoryError(
                     f"out of memory on {self.device}: the system refused {nbytes} bytes with "
                     f"{self.api.allocated} bytes in use (this allocator: {self.bytes_in_use})"
@@ -258,9 +283,11 @@ class Allocator:
         self.raw_allocs += 1
         return buf
 
-    def _take(self, nbytes: int) -> tuple[Any, dict | None]:
-        """A buffer and its kept views (see ``Allocation.views``)."""
-        return self._raw(nbytes), None
+    def _release_idle(self) -> None:
+        """Gives idle pooled memory back to the device (the lock is held)."""
+
+    def _take(self, nbytes: int) -> Allocation:
+        return Allocation(self._raw(nbytes), nbytes, self)
 
     def _give_back(self, block: Allocation) -> None:
         self.api.raw_free(block.buffer, block.nbytes)
@@ -272,57 +299,28 @@ class NaiveAllocator(Allocator):
     name = "naive"
 
 
-class PooledAllocator(Allocator):
-    """Keeps freed blocks by size and reuses one of exactly the requested size.
-
-    A pooled buffer keeps the views carved from it (``Allocation.views``): they
-    are views of the same bytes whichever block gets the buffer next."""
-
-    name = "pooled"
-
-    def __init__(self, dev: Device, *, poison: bool = False) -> None:
-        super().__init__(dev, poison=poison)
-        self._pool: dict[int, list[tuple[Any, dict]]] = {}
-        # a dropped VM's pool goes back to the device (else its bytes count forever)
-        fin = weakref.finalize(self, _free_pool, self.api, self._pool)
-        fin.atexit = False
-
-    def _take(self, nbytes: int) -> tuple[Any, dict | None]:
-        bucket = self._pool.get(nbytes)
-        if bucket:
-            self.pool_bytes -= nbytes
-            return bucket.pop()
-        return self._raw(nbytes), {}
-
-    def _give_back(self, block: Allocation) -> None:
-        views = block.views if block.views is not None else {}
-        self._pool.setdefault(block.nbytes, []).append((block.buffer, views))
-        self.pool_bytes += block.nbytes
-
-    def release_all(self) -> None:
-        _free_pool(self.api, self._pool)
-        self.pool_bytes = 0
-
-
-def _free_pool(api: Any, pool: dict[int, list[tuple[Any, dict]]]) -> None:
-    for nbytes, bucket in pool.items():
-        for buf, _views in bucket:
-            api.raw_free(buf, nbytes)
-    pool.clear()
-
-
 def poison_buffer(buffer: Any) -> None:
     """Fills a byte buffer with 0xFF, which reads back as NaN in floats."""
     if buffer is not None:
         buffer[...] = POISON_BYTE
 
 
-def make_allocator(kind: str, dev: Device, *, poison: bool = False) -> Allocator:
-    """``kind`` is "naive" or "pooled"."""
-    classes = {"naive": NaiveAllocator, "pooled": PooledAllocator}
-    if kind not in classes:
-        raise HetvmRuntimeError(f"unknown allocator '{kind}' (use 'naive' or 'pooled')")
-    return classes[kind](dev, poison=poison)
+def make_allocator(kind: str, dev: Device, *, poison: bool = False, **options: Any) -> Allocator:
+    """``kind`` is "naive" or "pooled"; ``options`` configure a pooled allocator
+    (``max_pool_bytes``, ``idle_calls``: see :class:`~.pool.PooledAllocator`)."""
+    if kind == "naive":
+        if options:
+            raise HetvmRuntimeError(f"the naive allocator takes no options ({', '.join(options)})")
+        return NaiveAllocator(dev, poison=poison)
+    if kind == "pooled":
+        unknown = sorted(set(options) - {"max_pool_bytes", "idle_calls"})
+        if unknown:
+            raise HetvmRuntimeError(
+                f"unknown pooled allocator option(s) {', '.join(unknown)} "
+                "(known: max_pool_bytes, idle_calls)"
+            )
+        return PooledAllocator(dev, poison=poison, **options)
+    raise HetvmRuntimeError(f"unknown allocator '{kind}' (use 'naive' or 'pooled')")
 
 
 _DEFAULT: dict[Device, Allocator] = {}
@@ -334,3 +332,8 @@ def default_allocator(dev: Device) -> Allocator:
     if alloc is None:
         alloc = _DEFAULT.setdefault(dev, NaiveAllocator(dev))
     return alloc
+
+
+# the pooled allocator is its own module; it is re-exported here, where the
+# allocators are (imported last: pool.py builds on this module)
+from .pool import PooledAllocator  # noqa: E402

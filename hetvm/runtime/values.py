@@ -17,7 +17,11 @@ from .ndarray import NDArray, ShapeTuple
 from .ndarray import array as nd_array
 from .shapes import ShapeBinder
 
-__all__ = ["check_value"]
+__all__ = ["check_value", "MAX_DIM"]
+
+# The largest size a dimension may have: no tensor holds more bytes than an
+# int64 (NumPy's intp) counts, and every element takes at least one.
+MAX_DIM = 2**63 - 1
 
 
 def _is_int(x: Any) -> bool:
@@ -46,6 +50,13 @@ def check_value(
         if not all(_is_int(d) for d in value):
             raise HetvmRuntimeError(f"{what} of function '{binder.func}': bad shape {value!r}")
         shape = ShapeTuple(int(d) for d in value)
+        for i, d in enumerate(shape):
+            if not 0 <= d <= MAX_DIM:
+                why = "a size must be >= 0" if d < 0 else f"a size is at most {MAX_DIM} (2**63 - 1)"
+                raise HetvmRuntimeError(
+                    f"{what} of function '{binder.func}': dimension {i} is {d}; {why} "
+                    f"(given {tuple(shape)})"
+                )
         _bind_shape(info, shape, binder, what)
         return shape
     if kind == "prim":

@@ -1,34 +1,40 @@
 """The virtual machine: runs an Executable's functions on real device memory.
 
-``VirtualMachine(exe, devices=None, allocator="pooled", poison=False, trace=False)``
-maps the executable's devices to runtime devices (in order), gives each device
-an allocator, and compiles every function once (see :mod:`.codegen`).
+``VirtualMachine(exe, devices=None, allocator="pooled", poison=False, trace=False,
+pool_options=None)`` maps the executable's devices to runtime devices (in order),
+gives each device an allocator (``pool_options`` configure a pooled one:
+``max_pool_bytes``, ``idle_calls``, see :mod:`.pool`), and compiles every
+function once (see :mod:`.codegen`).
 ``vm["main"](*args)`` / ``vm.invoke("main", *args)`` take NumPy arrays or
 NDArrays and return NDArrays (tuples as tuples).
 
 A failing call raises a hetvm error naming function and pc (and kernel); all
-memory the call allocated goes back to the allocators, so the VM stays usable.
+memory the call allocated goes back to the allocators at once, for any
+exception (a KeyboardInterrupt too), so the VM stays usable.
+
+Threads: one VM may be called from several threads at once. Each outer call
+gets its own :class:`~.vm_state.CallState` (registers are the generated
+function's locals; the blocks it allocated, its trace), so a failing call
+frees only its own blocks; what the calls share (:class:`~.vm_state.VMState`,
+the allocators) is read-only or locked. See docs/DESIGN_NOTES.md, Runtime.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 import traceback
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from ..errors import HetvmError, HetvmRuntimeError, MemoryPlanError
-from .builtins import Builtins
-from .bytecode import Executable, KernelCall, format_instruction
+from .bytecode import Call, Executable, KernelCall, format_instruction
 from .codegen import CompiledFunction, _registers_of, compile_function
 from .device import Device, device, get_api
-from .memory import Allocator, Storage, make_allocator
+from .memory import Allocator, make_allocator
 from .ndarray import NDArray
-from .ndarray import array as nd_array
-from .registry import get_global_func
 from .shapes import ShapeBinder
 from .values import check_value
+from .vm_state import CallState, VMState
 
 __all__ = ["VirtualMachine"]
 
@@ -43,6 +49,7 @@ class VirtualMachine:
         allocator: str = "pooled",
         poison: bool = False,
         trace: bool = False,
+        pool_options: dict[str, Any] | None = None,
     ) -> None:
         if not isinstance(exe, Executable):
             raise HetvmRuntimeError(f"VirtualMachine needs an Executable, got {type(exe).__name__}")
@@ -55,20 +62,21 @@ class VirtualMachine:
         self._allocators: dict[Device, Allocator] = {}
         for dev in self.exe_devices:
             if dev not in self._allocators:
-                alloc = make_allocator(allocator, dev, poison=self.poison)
+                alloc = make_allocator(allocator, dev, poison=self.poison, **(pool_options or {}))
                 alloc.on_event = self._alloc_event
                 self._allocators[dev] = alloc
         self.allocators_by_index = [self._allocators[d] for d in self.exe_devices]
-        self._events: list[dict] = []
-        self._where: tuple = (None, None)
-        self._depth = 0
-        self._builtins = Builtins(self)
-        self._consts: dict[tuple, NDArray] = {}
-        self._refs: dict[str, Callable] = {}
+        self.state = VMState(exe, self.exe_devices, self.allocators_by_index, self._enter,
+                             trace=self.trace, poison=self.poison)  # fmt: skip
+        self._builtins = self.state.builtins
+        self._last_events: list[dict] = []
+        self._tls = threading.local()  # the trace's current call, per thread
+        self._busy_lock = threading.Lock()
+        self._busy = 0  # outer calls running now (any thread)
         self._compiled: dict[str, CompiledFunction] = {}
         self._by_file: dict[str, CompiledFunction] = {}
         for name, func in exe.functions.items():
-            cf = compile_function(self, func)
+            cf = compile_function(self.state, func)
             self._compiled[name] = cf
             self._by_file[cf.filename] = cf
 
@@ -91,38 +99,6 @@ class VirtualMachine:
             )
         return out
 
-    def _device_of(self, index: int) -> Device:
-        return self.exe_devices[index]
-
-    def _constant_on(self, idx: int, dev_index: int | None) -> NDArray:
-        key = (idx, dev_index)
-        arr = self._consts.get(key)
-        if arr is None:
-            dev = self.exe_devices[dev_index] if dev_index is not None else device("cpu", 0)
-            arr = nd_array(np.asarray(self.exe.constants[idx]), dev)
-            arr._killable = False
-            self._consts[key] = arr
-        return arr
-
-    def _function_ref(self, name: str) -> Callable:
-        ref = self._refs.get(name)
-        if ref is None:
-
-            def ref(*args: Any, _name: str = name) -> Any:
-                return self._enter(_name, args, False)
-
-            self._refs[name] = ref
-        return ref
-
-    def _global_ref(self, name: str) -> Callable:
-        def call(*args: Any) -> Any:
-            out = get_global_func(name)(*args)
-            if isinstance(out, np.ndarray):
-                out = nd_array(out)
-            return out
-
-        return call
-
     # -- calling -------------------------------------------------------------
     def __getitem__(self, name: str) -> Callable[..., Any]:
         if name not in self._compiled:
@@ -133,35 +109,43 @@ class VirtualMachine:
         return f"the executable has no function '{name}' (has: {', '.join(self._compiled)})"
 
     def invoke(self, name: str, *args: Any) -> Any:
-        """Runs function ``name``; NumPy inputs go to the parameters' devices."""
+        """Runs function ``name``; NumPy inputs go to the parameters' devices.
+
+        Safe to call from several threads at once (see the module docstring)."""
         if name not in self._compiled:
             raise HetvmRuntimeError(self._no_function(name))
-        outer = self._depth == 0
-        marks = {}
-        if outer:
-            for dev, alloc in self._allocators.items():
-                alloc.reset_peak()
-                marks[dev] = alloc.serial
-            self._events.clear()
-        self._depth += 1
+        call = CallState(self.state)
+        with self._busy_lock:
+            if self._busy == 0:  # the VM was idle: the report covers from here
+                for alloc in self._allocators.values():
+                    alloc.begin_call()
+            self._busy += 1
+        outer_trace = getattr(self._tls, "call", None) if self.trace else None
+        if self.trace:
+            self._tls.call = call
         try:
-            out = self._enter(name, args, True)
-        except Exception as exc:
-            located = self._locate(exc)
-            if outer:
-                traceback.clear_frames(exc.__traceback__)
-                for dev, alloc in self._allocators.items():
-                    alloc.free_since(marks[dev])
+            out = self._enter(name, args, call, True)
+        except BaseException as exc:
+            # any exception, KeyboardInterrupt too: the call's blocks go back now,
+            # not when the traceback (which holds its registers) is collected
+            located = self._locate(exc) if isinstance(exc, Exception) else exc
+            traceback.clear_frames(exc.__traceback__)
+            call.free_all()
             if located is exc:
                 raise
             raise located from exc
         finally:
-            self._depth -= 1
-            self._where = (None, None)
+            with self._busy_lock:
+                self._busy -= 1
+            if self.trace:
+                self._tls.call = outer_trace
+                self._last_events = call.events
         _seal(out)
         return out
 
-    def _enter(self, name: str, args: tuple, convert: bool) -> Any:
+    def _enter(self, name: str, args: tuple, call: CallState, convert: bool = False) -> Any:
+        """Runs ``name`` inside ``call``; ``convert``: NumPy arguments become tensors
+        (the outer call; a call between VM functions passes tensors)."""
         cf = self._compiled[name]
         func = cf.func
         if len(args) != len(func.params):
@@ -172,57 +156,29 @@ class VirtualMachine:
         env: dict[str, int] = {}
         binder = ShapeBinder(env, func.sym_bounds, name)
         values = [
-            check_value(a, info, binder, f"parameter '{p}'", self._device_of, convert)
+            check_value(a, info, binder, f"parameter '{p}'", self.state.device_of, convert)
             for a, info, p in zip(args, func.param_info, func.params)
         ]
         binder.finish()
-        return cf.fn(env, *values)
+        return cf.fn(call, env, *values)
 
     # -- memory --------------------------------------------------------------
-    def _kill(self, value: Any) -> None:
-        """A Kill: drops the register's reference to its block now.
-
-        Generated code calls ``codegen.kill_fast`` instead when neither ``trace``
-        nor ``poison`` is on (one per tensor, so the checks below matter)."""
-        if value.__class__ is NDArray:
-            if value._killable and not value._released:
-                if self.trace:
-                    self._event("kill", value.device, value.nbytes)
-                if self.poison:
-                    value._poison()
-                value.release()
-        elif value.__class__ is Storage:
-            if self.trace and not value._released:
-                self._event("kill", value.device, value.nbytes)
-            value.release()
-
     def _alloc_event(self, kind: str, dev: Device, nbytes: int) -> None:
-        if self.trace:
-            self._event(kind, dev, nbytes)
-
-    def _event(self, kind: str, dev: Device, nbytes: int, **extra: Any) -> None:
-        if self.trace:
-            alloc = self._allocators.get(dev)
-            self._events.append(
-                {
-                    "event": kind,
-                    "device": str(dev),
-                    "bytes": int(nbytes),
-                    "function": self._where[0],
-                    "pc": self._where[1],
-                    "bytes_in_use": alloc.bytes_in_use if alloc is not None else None,
-                    **extra,
-                }
-            )
+        call = getattr(self._tls, "call", None)
+        if call is not None:
+            call.event(kind, dev, nbytes)
 
     def memory_report(self) -> dict[str, dict]:
-        """Per device: peak_bytes, bytes_in_use, pool_bytes, alloc_calls (last call)."""
+        """Per device: peak_bytes, bytes_in_use, pool_bytes, alloc_calls since the VM
+        was last idle (the last call, when calls do not overlap), and the pool's
+        make-up (see ``PooledAllocator.stats``)."""
         return {str(dev): alloc.stats() for dev, alloc in self._allocators.items()}
 
     @property
     def events(self) -> list[dict]:
-        """The event trace of the last call (``trace=True``): alloc/free/copy/kill."""
-        return list(self._events)
+        """The event trace of the last call to finish (``trace=True``):
+        alloc/free/copy/kill."""
+        return list(self._last_events)
 
     def allocator(self, dev: Device | str | int) -> Allocator:
         """The allocator of a device (a Device, "sim:1", or an executable index)."""
@@ -263,6 +219,9 @@ class VirtualMachine:
         chain = [f"'{c.func.name}' pc {p}" for c, p, _ in frames[:-1]]
         if chain:
             where += f" (called from {' <- '.join(reversed(chain))})"
+        env = frame.f_locals.get("E")
+        if isinstance(env, dict) and env:  # the sizes a shape came from
+            where += " with " + ", ".join(f"{k} = {v}" for k, v in env.items())
         if isinstance(exc, HetvmError):
             if "function '" + cf.func.name + "', pc" not in str(exc):
                 exc.args = (f"{exc.args[0] if exc.args else exc} [in {where}]",) + exc.args[1:]
@@ -270,7 +229,7 @@ class VirtualMachine:
             return exc
         empty = []
         if ins is not None:
-            for r in _registers_of(ins):
+            for r in _read_registers(ins):
                 if frame.f_locals.get(f"r{r}", 0) is None:
                     empty.append(f"r{r}")
         if empty:
@@ -319,6 +278,13 @@ def check_plan_fits(exe: Executable, devices: Sequence[Device]) -> None:
                     f"the memory plan of function '{fn}' does not fit on {dev}: it needs "
                     f"{needed} bytes, the device's capacity is {capacity} bytes"
                 )
+
+
+def _read_registers(ins: Any) -> list[int]:
+    """The registers an instruction reads (a failing call never set its ``dst``)."""
+    if isinstance(ins, Call):
+        return [v for t, v in ins.args if t == "r"]
+    return _registers_of(ins)
 
 
 def _int_or_zero(value: Any) -> int:

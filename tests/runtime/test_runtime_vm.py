@@ -74,7 +74,8 @@ def test_heterogeneous_run_with_kills_and_exact_memory_report(allocator):
     assert rep["sim:1"]["alloc_calls"] == 2
     assert rep["sim:1"]["pool_bytes"] == (48 if pooled else 0)
     assert rep["sim:2"]["peak_bytes"] == 32 and rep["sim:2"]["bytes_in_use"] == 0
-    assert rep["cpu:0"] == {
+    assert {k: rep["cpu:0"][k] for k in ("peak_bytes", "bytes_in_use", "pool_bytes", "alloc_calls",
+                                         "raw_allocs")} == {  # (a pooled allocator says more)
         "peak_bytes": 16, "bytes_in_use": 16, "pool_bytes": 0, "alloc_calls": 1, "raw_allocs": 1
     }
     # the storage is released only when the last view (r4) is killed, at pc 10
