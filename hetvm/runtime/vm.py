@@ -212,6 +212,7 @@ class VirtualMachine:
         if not frames or getattr(exc, "_hetvm_located", False):
             return exc
         cf, pc, frame = frames[-1]
+        local = _peek_locals(frame)
         ins = cf.func.instructions[pc] if pc is not None else None
         where = f"function '{cf.func.name}', pc {pc}"
         if ins is not None:
@@ -219,7 +220,7 @@ class VirtualMachine:
         chain = [f"'{c.func.name}' pc {p}" for c, p, _ in frames[:-1]]
         if chain:
             where += f" (called from {' <- '.join(reversed(chain))})"
-        env = frame.f_locals.get("E")
+        env = local.get("E")
         if isinstance(env, dict) and env:  # the sizes a shape came from
             where += " with " + ", ".join(f"{k} = {v}" for k, v in env.items())
         if isinstance(exc, HetvmError):
@@ -230,7 +231,7 @@ class VirtualMachine:
         empty = []
         if ins is not None:
             for r in _read_registers(ins):
-                if frame.f_locals.get(f"r{r}", 0) is None:
+                if local.get(f"r{r}", 0) is None:
                     empty.append(f"r{r}")
         if empty:
             what = f"register {', '.join(dict.fromkeys(empty))} is empty (killed or never set)"
@@ -278,6 +279,16 @@ def check_plan_fits(exe: Executable, devices: Sequence[Device]) -> None:
                     f"the memory plan of function '{fn}' does not fit on {dev}: it needs "
                     f"{needed} bytes, the device's capacity is {capacity} bytes"
                 )
+
+
+def _peek_locals(frame: Any) -> dict:
+    """A copy of a frame's locals. The frame's own snapshot (``f_locals``) is
+    emptied: it would keep the registers' tensors, and their memory, alive for
+    as long as the exception lives."""
+    snapshot = frame.f_locals
+    out = dict(snapshot)
+    snapshot.clear()
+    return out
 
 
 def _read_registers(ins: Any) -> list[int]:

@@ -19,6 +19,7 @@ import pytest
 import hetvm
 from hetvm.errors import HetvmRuntimeError
 from hetvm.runtime import codegen
+from hetvm.runtime.device import get_api
 from hetvm.script.parser import from_source
 
 SRC = """
@@ -86,6 +87,12 @@ def _in_use(vm) -> int:
     return vm.memory_report()["cpu:0"]["bytes_in_use"]
 
 
+def _outside_the_pool(vm) -> int:
+    """Bytes on the host device not held by the VM's pool (parameters converted
+    from NumPy, and whatever else the process holds)."""
+    return get_api(hetvm.cpu(0)).allocated - vm.memory_report()["cpu:0"]["reserved_bytes"]
+
+
 def _hammer(vm, threads: int, calls: int, fail_rate: float, seed: int) -> list[str]:
     problems: list[str] = []
     start = threading.Barrier(threads)
@@ -147,11 +154,16 @@ def test_a_kernel_fault_frees_the_calls_memory_at_once(faulty_vm, kernel):
     rng = random.Random(0)
     held = faulty_vm["main"](*_inputs(rng, None))  # another call's live result
     before = _in_use(faulty_vm)
+    x, y = _inputs(rng, kernel)
     gc.disable()
     try:
+        device_before = _outside_the_pool(faulty_vm)
         with pytest.raises(HetvmRuntimeError, match=f"injected fault in {kernel}") as info:
-            faulty_vm["main"](*_inputs(rng, kernel))
+            faulty_vm["main"](x, y)
         assert _in_use(faulty_vm) == before  # while the exception still lives
+        # the parameters converted from NumPy too (the error's look at the registers
+        # kept them alive through the frame's snapshot of its locals)
+        assert _outside_the_pool(faulty_vm) == device_before
         assert info.value is not None and held.alive
     finally:
         gc.enable()
