@@ -242,6 +242,8 @@ class _FunctionCodegen:
             builtin, builtin_args = "vm.builtin.alloc_tensor_direct", tuple(self.arg(x) for x in a[:3])
         elif name == "shape_of":
             builtin, builtin_args = "vm.builtin.shape_of", (self.arg(a[0]),)
+        elif name == "tensor_to_shape":
+            builtin, builtin_args = "vm.builtin.tensor_to_shape", (self.arg(a[0]),)
         elif name == "null_value":
             builtin, builtin_args = "vm.builtin.null_value", ()
         elif name == "hint_on_device":

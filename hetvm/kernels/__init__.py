@@ -6,6 +6,7 @@ calling convention).
 
 from . import conv, conv_transpose, elementwise, fused, manipulate, nn, pool, resize  # noqa: F401  (register kernels)
 from . import extra as _extra  # noqa: F401  (kernels of hetvm.op.extra)
+from . import index_nd as _index_nd  # noqa: F401  (kernels of hetvm.op.index_nd and .dynamic)
 from .registry import bind_kernel, get_kernel, has_kernel, kernel_ops, register_kernel
 
 __all__ = ["register_kernel", "get_kernel", "has_kernel", "kernel_ops", "bind_kernel"]

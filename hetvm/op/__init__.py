@@ -113,6 +113,17 @@ bitwise_not                data                                  -
 cumsum cumprod             data                                  axis, dtype, exclusive
 gather_elements            data, indices                         axis: int
 einsum                     operands: Tuple                       subscripts: str
+gather_nd                  data, indices                         batch_dims: int
+scatter_nd                 data, indices, updates                reduction: "update"|"add"|"mul"|"min"|"max"
+one_hot                    indices, on_value, off_value          depth: int, axis: int
+                           (PrimValues)
+tril triu                  x, k (PrimValue)                      -
+arange                     start, end, step (PrimValues)         dtype: str|None
+range_length               start, limit, delta (1-element        - (hetvm-only; result int64 (1,))
+                           tensors)
+tensor_to_shape            expr: 1-D int tensor (HOST_ONLY;      -
+                           result Shape)
+nonzero                    x[, count: Shape of 1 value]          - (result int64 (ndim, count))
 image.resize2d             data, size (ShapeExpr (h, w))         roi: 4 float32 FloatImms, layout, method,
                                                                  coordinate_transformation_mode, rounding_method,
                                                                  cubic_alpha, cubic_exclude, extrapolation_value,
@@ -128,10 +139,12 @@ from . import builtin, elementwise, image, memory, nn, vm
 from .create import full, full_like, ones, ones_like, zeros, zeros_like
 from .datatype import astype, where
 from .device import device, hint_on_device, to_vdevice
+from .dynamic import arange, nonzero, range_length, tensor_to_shape
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import clip  # noqa: F401
 from .extra import *  # noqa: F401,F403  (tan ... einsum: see hetvm/op/extra.py)
 from .index import strided_slice, take
+from .index_nd import gather_nd, one_hot, scatter_nd, tril, triu
 from .linalg import matmul
 from .manipulate import (
     broadcast_to,
@@ -189,6 +202,15 @@ __all__ = [
     "call_packed",
     "null_value",
     "clip",
+    "gather_nd",
+    "scatter_nd",
+    "one_hot",
+    "tril",
+    "triu",
+    "arange",
+    "range_length",
+    "tensor_to_shape",
+    "nonzero",
 ]
 __all__ += list(
     elementwise.BINARY_ARITH + elementwise.COMPARISONS + elementwise.LOGICAL + elementwise.UNARY_MATH

@@ -101,6 +101,17 @@ class Builtins:
             raise HetvmRuntimeError(f"shape_of needs a tensor, got {type(t).__name__}")
         return ShapeTuple(t._data.shape)
 
+    def tensor_to_shape(self, t: Any) -> ShapeTuple:
+        """The values of a 1-D integer tensor as a shape, read on the host (a copy
+        from an accelerator): ``R.tensor_to_shape``, whose result ``match_cast``
+        binds to symbolic dims."""
+        if not isinstance(t, NDArray) or not t.alive:
+            raise HetvmRuntimeError(f"tensor_to_shape needs a live tensor, got {type(t).__name__}")
+        values = np.asarray(get_api(t.device).to_host(t._data))
+        if values.ndim != 1 or values.dtype.kind not in "iu":
+            raise HetvmRuntimeError(f"tensor_to_shape needs a 1-D integer tensor, got {values.shape} {values.dtype}")
+        return ShapeTuple(int(v) for v in values)
+
     def prim_value(self, v: Any) -> Any:
         return v
 

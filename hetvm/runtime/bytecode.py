@@ -24,6 +24,7 @@ Builtins (``Call(dst, "vm.builtin.<name>", args)``), arguments in this order:
 ``match_cast(value, info)`` (alias ``match_shape``)          checks ``value`` against a param_info-like
                                                              dict, binds new symbolic vars, returns value
 ``shape_of(t)``                                              ShapeTuple of a tensor
+``tensor_to_shape(t)``                                       ShapeTuple of a 1-D integer tensor's values
 ``prim_value(expr)``                                         int/float, symbolic expr evaluated
 ``read_cond(x)``                                             bool of a host scalar tensor or a prim
 ``null_value()``                                             None
@@ -87,6 +88,7 @@ BUILTINS = (
     "match_cast",
     "match_shape",
     "shape_of",
+    "tensor_to_shape",
     "prim_value",
     "read_cond",
     "null_value",

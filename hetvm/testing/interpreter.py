@@ -348,6 +348,10 @@ def _shape_to_tensor(self: Interpreter, call: E.Call, frame: _Frame) -> Any:
     return np.asarray(tuple(self.eval(call.args[0], frame)), dtype=np.int64)
 
 
+def _tensor_to_shape(self: Interpreter, call: E.Call, frame: _Frame) -> Any:
+    return Shape(int(v) for v in np.asarray(self.eval(call.args[0], frame)).reshape(-1))
+
+
 def _call_dps_packed(self: Interpreter, call: E.Call, frame: _Frame) -> Any:
     func, args_expr = call.args
     symbol = func.global_symbol  # type: ignore[attr-defined]
@@ -446,6 +450,7 @@ _OP_HANDLERS: dict[str, Callable[[Interpreter, E.Call, _Frame], Any]] = {
     "to_vdevice": _copy,
     "shape_of": _shape_of,
     "shape_to_tensor": _shape_to_tensor,
+    "tensor_to_shape": _tensor_to_shape,
     "call_dps_packed": _call_dps_packed,
     "builtin.alloc_tensor": _builtin_alloc_tensor,
     "memory.alloc_storage": _alloc_storage,

@@ -107,13 +107,13 @@ def test_symbolic_batch_stays_symbolic(kit):
     assert ret.ndim == 4 and ret.static_shape is None
 
 
-def test_trilu_needs_static_matrix_dims(kit):
-    from hetvm.errors import FrontendError
+def test_trilu_keeps_symbolic_matrix_dims(kit):
+    """Trilu is R.triu/R.tril now (it needed static dims for a constant mask)."""
     from hetvm.frontend import from_onnx
 
     model = kit.node_model("Trilu", {"x": ("float32", [3, "m"])})
-    with pytest.raises(FrontendError, match="Trilu node .*last two dims must be static"):
-        from_onnx(model)
+    ret = from_onnx(model)["main"].ret_struct_info
+    assert ret.shape[0].value == 3 and ret.shape[1].name == "m"
 
 
 def test_group_norm_rejects_a_group_count_that_does_not_divide(kit):

@@ -1,5 +1,5 @@
 """Data-movement ops composed from reshape, broadcast_to, permute_dims and where:
-Tile, Trilu, DepthToSpace, SpaceToDepth, and EyeLike (a constant of the input's
+Tile, DepthToSpace, SpaceToDepth, and EyeLike (a constant of the input's
 static shape)."""
 
 from __future__ import annotations
@@ -39,23 +39,6 @@ def _tile(ctx: ConvertContext, node: NodeView) -> Any:
     y = ctx.call("reshape", x, tuple(inter))
     y = ctx.call("broadcast_to", y, tuple(target))
     return ctx.call("reshape", y, tuple(P.mul(r, dim) for r, dim in zip(reps, shape)))
-
-
-@converter("Trilu", since=14)
-def _trilu(ctx: ConvertContext, node: NodeView) -> Any:
-    """where(constant triangle mask over the last two dims, x, 0)."""
-    x = ctx.tensor(0, "input")
-    shape = _shape(ctx, x)
-    if len(shape) < 2:
-        raise ctx.error(f"needs an input of rank >= 2, got rank {len(shape)}")
-    rows, cols = P.const_value(shape[-2]), P.const_value(shape[-1])
-    if rows is None or cols is None:
-        raise ctx.error("the last two dims must be static")
-    k_in = ctx.ints(node.input(1), "k")
-    k = int(k_in[0]) if k_in else 0
-    ones = np.ones((rows, cols), dtype=bool)
-    mask = np.triu(ones, k) if node.attr("upper", 1) else np.tril(ones, k)
-    return ctx.call("where", ctx.const(mask), x, ctx.const(0, ctx.dtype(x)))
 
 
 @converter("DepthToSpace")

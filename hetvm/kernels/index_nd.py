@@ -1,0 +1,143 @@
+"""Kernels of :mod:`hetvm.op.index_nd` and :mod:`hetvm.op.dynamic`: one
+implementation for NumPy and CuPy through ``xp``.
+
+Indices are checked before use: an index outside ``[-dim, dim)`` is an error
+naming the op, the index and the dim, never a wrapped-around or clipped read.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import HetvmRuntimeError
+from .common import store
+from .registry import register_kernel
+
+
+def _fail(op: str, message: str) -> HetvmRuntimeError:
+    return HetvmRuntimeError(f"op '{op}': {message}")
+
+
+def _resolve(xp: Any, op: str, idx: Any, dims: tuple[int, ...]) -> Any:
+    """``idx[..., j]`` counted from the end where negative, checked against ``dims[j]``."""
+    idx = idx.astype(xp.int64, copy=True)
+    for j, d in enumerate(dims):
+        col = idx[..., j]
+        bad = (col < -d) | (col >= d)
+        if col.size and bool(bad.any()):
+            first = int(col[bad].reshape(-1)[0])
+            raise _fail(op, f"index {first} is out of range for a dim of size {d} (position {j} of an index tuple)")
+        col[col < 0] += d
+    return idx
+
+
+def _flat_offsets(xp: Any, idx: Any, dims: tuple[int, ...]) -> Any:
+    """Row-major offsets into ``dims`` of the (checked) index tuples of ``idx``."""
+    off = xp.zeros(idx.shape[:-1], dtype=xp.int64)
+    for j, d in enumerate(dims):
+        off = off * d + idx[..., j]
+    return off
+
+
+@register_kernel("gather_nd")
+def gather_nd(xp: Any, attrs: dict, data: Any, indices: Any, out: Any) -> None:
+    b = int(attrs.get("batch_dims", 0))
+    m = indices.shape[-1]
+    batch = data.shape[:b]
+    nb = math.prod(batch)
+    addressed = tuple(data.shape[b : b + m])
+    rest = data.shape[b + m :]
+    k = math.prod(indices.shape[b:-1])
+    idx = _resolve(xp, "gather_nd", indices.reshape(nb, k, m), addressed)
+    flat = data.reshape(nb, math.prod(addressed), *rest)
+    rows = xp.arange(nb, dtype=xp.int64).reshape(nb, 1)
+    res = flat[rows, _flat_offsets(xp, idx, addressed)]
+    store(out, res.reshape(out.shape))
+
+
+_UFUNCS = {"add": "add", "mul": "multiply", "min": "minimum", "max": "maximum"}
+
+
+@register_kernel("scatter_nd")
+def scatter_nd(xp: Any, attrs: dict, data: Any, indices: Any, updates: Any, out: Any) -> None:
+    reduction = attrs.get("reduction", "update")
+    m = indices.shape[-1]
+    addressed = tuple(data.shape[:m])
+    rest = data.shape[m:]
+    k = math.prod(indices.shape[:-1])
+    idx = _resolve(xp, "scatter_nd", indices.reshape(k, m), addressed)
+    offsets = _flat_offsets(xp, idx, addressed)
+    res = xp.array(data, copy=True).reshape(math.prod(addressed), *rest)
+    upd = updates.reshape(k, *rest).astype(res.dtype, copy=False)
+    if reduction == "update":
+        res[offsets] = upd  # duplicates: undefined in ONNX, the last one wins here
+    else:
+        ufunc = getattr(xp, _UFUNCS[reduction])
+        if hasattr(ufunc, "at"):
+            ufunc.at(res, offsets, upd)
+        else:  # an array module without ufunc.at: combine on the host
+            host = np.asarray(res.get() if hasattr(res, "get") else res)
+            getattr(np, _UFUNCS[reduction]).at(host, np.asarray(offsets.get()), np.asarray(upd.get()))
+            res = xp.asarray(host)
+    store(out, res.reshape(out.shape))
+
+
+@register_kernel("one_hot")
+def one_hot(xp: Any, attrs: dict, indices: Any, on_value: Any, off_value: Any, out: Any) -> None:
+    depth = int(attrs["depth"])
+    axis = int(attrs.get("axis", -1)) % out.ndim
+    idx = indices.astype(xp.int64, copy=True)
+    idx[idx < 0] += depth  # outside [-depth, depth): matches no position
+    hot = idx[..., None] == xp.arange(depth, dtype=xp.int64)
+    res = xp.where(hot, on_value, off_value).astype(out.dtype, copy=False)
+    store(out, xp.moveaxis(res, -1, axis))
+
+
+@register_kernel("tril")
+def tril(xp: Any, attrs: dict, x: Any, k: Any, out: Any) -> None:
+    store(out, xp.tril(x, int(k)))
+
+
+@register_kernel("triu")
+def triu(xp: Any, attrs: dict, x: Any, k: Any, out: Any) -> None:
+    store(out, xp.triu(x, int(k)))
+
+
+@register_kernel("arange")
+def arange(xp: Any, attrs: dict, start: Any, end: Any, step: Any, out: Any) -> None:
+    n = out.shape[0]
+    if all(isinstance(v, (int, np.integer)) for v in (start, end, step)):
+        store(out, (int(start) + int(step) * xp.arange(n, dtype=xp.int64)).astype(out.dtype))
+    else:
+        store(out, (float(start) + float(step) * xp.arange(n, dtype=xp.float64)).astype(out.dtype))
+
+
+def _scalar(xp: Any, x: Any) -> Any:
+    value = x.reshape(-1)[0]
+    return value.item() if hasattr(value, "item") else value
+
+
+@register_kernel("range_length")
+def range_length(xp: Any, attrs: dict, start: Any, limit: Any, delta: Any, out: Any) -> None:
+    a, b, d = (_scalar(xp, v) for v in (start, limit, delta))
+    if d == 0:
+        raise _fail("range_length", f"delta of a Range is 0 (start {a}, limit {b}): the range never ends")
+    if all(isinstance(v, int) for v in (a, b, d)):
+        n = -((a - b) // d)
+    else:
+        n = math.ceil((b - a) / d)
+    out[...] = max(int(n), 0)
+
+
+@register_kernel("nonzero")
+def nonzero(xp: Any, attrs: dict, x: Any, *rest: Any) -> None:
+    out = rest[-1]
+    found = xp.nonzero(x.reshape(1) if x.ndim == 0 else x)
+    count = int(found[0].shape[0]) if found else 0
+    if count != out.shape[1]:
+        raise _fail("nonzero", f"the input has {count} nonzero elements, the result was sized for {out.shape[1]}")
+    if out.size:
+        store(out, xp.stack(found).astype(out.dtype, copy=False))
