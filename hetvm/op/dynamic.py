@@ -31,6 +31,7 @@ from .base import (
     shape_arg,
     tensor_arg,
 )
+from .effects import NO_MEMORY, declare_builtin
 
 __all__ = ["arange", "range_length", "tensor_to_shape", "nonzero", "arange_length"]
 
@@ -159,7 +160,9 @@ register_op("arange", _infer_arange, num_inputs=3, attr_names=("dtype",),
 register_op("range_length", _infer_range_length, num_inputs=3,
             description="length of ONNX Range as an int64 (1,) tensor, from run-time bounds")  # fmt: skip
 register_op("tensor_to_shape", _infer_tensor_to_shape, num_inputs=1,
-            device_behavior=DeviceBehavior.HOST_ONLY,
+            device_behavior=DeviceBehavior.HOST_ONLY, effects=NO_MEMORY,
             description="a 1-D integer tensor's values as a shape (read on the host)")  # fmt: skip
 register_op("nonzero", _infer_nonzero, num_inputs=-1,
             description="indices of the nonzero elements, (ndim, count)")  # fmt: skip
+# the VM reads the tensor on the host and makes a shape: no memory of its own
+declare_builtin("vm.builtin.tensor_to_shape", NO_MEMORY)
