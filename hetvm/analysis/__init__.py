@@ -9,7 +9,7 @@ from .free_vars import (
     sinfo_symbolic_vars,
 )
 from .memory_plan import check_no_overlap, memory_plan_report
-from .uses import collect_uses
+from .reads import collect_uses, reads
 from .well_formed import check_well_formed, well_formed
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "bound_vars",
     "check_well_formed",
     "collect_uses",
+    "reads",
     "definable_symbolic_vars",
     "free_symbolic_vars",
     "free_vars",

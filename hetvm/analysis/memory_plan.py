@@ -130,10 +130,10 @@ def _is_carved(binding: E.Binding) -> bool:
     return isinstance(binding, E.VarBinding) and is_carve(binding.value)
 
 
-def _check_function(name: str, func: E.Function) -> int:
+def _check_function(name: str, func: E.Function, mod: IRModule) -> int:
     bounds = declared_upper_bounds(func, name)
     storages = _storage_sizes(func, bounds)
-    life = analyze_lifetimes(func, _is_carved)
+    life = analyze_lifetimes(func, _is_carved, mod, name)
     groups: dict[E.Var, list[tuple[E.Var, int, int]]] = {}
     carved_from: dict[E.Expr, int] = {}
     for var in life.roots:
@@ -192,4 +192,4 @@ def check_no_overlap(mod: IRModule) -> dict[str, int]:
     Returns, per function, how many pairs of simultaneously live tensors of
     one storage were compared (useful to see a test exercised something).
     """
-    return {name: _check_function(name, func) for name, func in mod.functions.items()}
+    return {name: _check_function(name, func, mod) for name, func in mod.functions.items()}

@@ -47,13 +47,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from ..analysis.values import result_vars
 from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator
 from ..op.effects import VIEW_AT_BUILTIN, kernel_symbol
-from ._util import uses_of
 from .pass_infra import Pass, PassContext
 from .static_plan_block_memory import ALLOC_OP, lower_bounds
 
@@ -184,23 +184,6 @@ class _BlockPlan:
         return at, moved
 
 
-def _result_vars(seq: E.SeqExpr) -> set[E.Var]:
-    """Variables ``seq`` returns, also as fields of tuples it binds: its results
-    must not alias one another."""
-    tuples = {
-        b.var: b.value for block in seq.blocks for b in block.bindings if isinstance(b.value, E.Tuple)  # type: ignore[attr-defined]
-    }
-    out: set[E.Var] = set()
-    todo = uses_of(seq.body)
-    while todo:
-        v = todo.pop()
-        if v not in out:
-            out.add(v)
-            if v in tuples:
-                todo.extend(uses_of(tuples[v]))
-    return out
-
-
 def _entry_vars(func: E.Function) -> set:
     """Symbolic variables the parameters define (a bare variable as a dimension or
     a shape value): known from the function's entry on."""
@@ -224,7 +207,7 @@ class _Rewriter(ExprMutator):
         self._kept: set[E.Var] = set()  # the current SeqExpr's result variables
 
     def visit_seq_expr(self, seq: E.SeqExpr) -> E.SeqExpr:
-        outer, self._kept = self._kept, _result_vars(seq)
+        outer, self._kept = self._kept, result_vars(seq)
         try:
             return super().visit_seq_expr(seq)
         finally:

@@ -11,11 +11,12 @@ get their values, which later shapes may use (the long fuzz run found
 
 from __future__ import annotations
 
+from ..analysis.reads import reads
 from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.module import IRModule
-from ._util import is_pure, uses_of
+from ._util import is_pure
 from .pass_infra import Pass, PassContext
 
 
@@ -34,7 +35,7 @@ def _has_symbols(sinfo: S.StructInfo | None) -> bool:
 
 def _dce_seq(seq: E.SeqExpr, mod: IRModule) -> tuple[E.SeqExpr, list[E.Var]]:
     """Returns the pruned sequence and the variables it reads from outside."""
-    live: set[E.Var] = set(uses_of(seq.body))
+    live: set[E.Var] = set(reads(seq.body))
     new_blocks: list[E.BindingBlock] = []
     changed = False
     for block in reversed(seq.blocks):
@@ -52,7 +53,7 @@ def _dce_seq(seq: E.SeqExpr, mod: IRModule) -> tuple[E.SeqExpr, list[E.Var]]:
                     value = E.If(value.cond, tb, fb, struct_info=value.struct_info, span=value.span)
                     b = E.replace(b, value=value)
                     changed = True
-            live.update(uses_of(value))
+            live.update(reads(value))
             kept.append(b)
         kept.reverse()
         if len(kept) != len(block.bindings):

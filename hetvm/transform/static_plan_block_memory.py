@@ -166,7 +166,7 @@ def _collect_sites(name: str, func: E.Function, mod: IRModule, plan_outputs: boo
     """The function's lifetimes, its plannable allocations grouped by (device,
     scope), the allocations left out (with why), and each device's scope."""
     bounds = declared_upper_bounds(func, name)
-    life = analyze_lifetimes(func, is_unplanned_alloc)
+    life = analyze_lifetimes(func, is_unplanned_alloc, mod, name)
     unplanned: list[dict[str, Any]] = []
     groups: dict[tuple[int, str], list[_Site]] = {}
     devices: dict[int, str] = {}
