@@ -52,14 +52,16 @@ def _place(model: Any, args: argparse.Namespace, setup: Any) -> Any:
 
 
 def _compile(mod: Any, setup: Any, executor: str, console, want_explain: bool = True,
-             plan_memory: bool = True) -> Any:  # fmt: skip
+             plan_memory: bool = True, model: Any = None) -> Any:  # fmt: skip
+    from .cli_support.naming import origins_of_source
     from .cli_support.session import compile_program
     from .pipeline import default_pipeline
 
+    origins = origins_of_source(model.mod, model.proto) if model is not None else None
     total = len(default_pipeline().passes)
     with console.progress("building", total) as advance:
         return compile_program(mod, setup, executor, on_pass=lambda _name: advance(),
-                               want_explain=want_explain, plan_memory=plan_memory)  # fmt: skip
+                               want_explain=want_explain, plan_memory=plan_memory, origins=origins)  # fmt: skip
 
 
 def _inputs(model: Any, mod: Any, args: argparse.Namespace):
@@ -106,7 +108,7 @@ def _run_and_report(console, model: Any, mod: Any, setup: Any, args: argparse.Na
     for note in model.dim_notes + dim_notes:
         console.print(note)
     t0 = time.perf_counter()
-    compiled = _compile(mod, setup, args.executor, console)
+    compiled = _compile(mod, setup, args.executor, console, model=model)
     build_s = time.perf_counter() - t0
     for note in notes:
         console.print(f"input:    {note}")
@@ -165,7 +167,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     model = _load(args, console)
     _header(console, model, setup, args)
     mod = _place(model, args, setup)
-    compiled = _compile(mod, setup, "vm", console)
+    compiled = _compile(mod, setup, "vm", console, model=model)
     console.table(copies_table(compiled.explain if setup.heterogeneous else None))
     return 0
 
@@ -184,7 +186,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     args_np, _, dim_notes = _inputs(model, mod, args)
     for note in model.dim_notes + dim_notes:
         console.print(note)
-    compiled = _compile(mod, setup, "vm", console, want_explain=False)
+    compiled = _compile(mod, setup, "vm", console, want_explain=bool(args.html), model=model)
     with console.status("running (traced)"):
         result = run(compiled, args_np, trace=True)
     rows = _memory_rows(compiled, result)
@@ -209,6 +211,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
                     title=f"{os.path.basename(model.label)} on {', '.join(setup.names)}",
                     device_names=setup.names)  # fmt: skip
         console.print(f"plot written to {args.plot}")
+    if args.html:
+        from .cli_support.plan_html import page_from_compiled, write_plan_html
+
+        title = f"hetvm plan: {os.path.basename(model.label)} on {', '.join(setup.names)}"
+        write_plan_html(args.html, page_from_compiled(compiled, rows, title))
+        console.print(f"plan viewer written to {args.html} (one file, opens offline)")
     return 0
 
 
@@ -323,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     _inputs_args(p)
     p.add_argument("--memory", action="store_true", help="the memory report (the default)")
     p.add_argument("--plot", metavar="FILE.png", help="draw live bytes and the arena layout")
+    p.add_argument("--html", metavar="FILE.html", help="write the plan as an interactive page (offline, one file)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("show", help="the IR as text, or the graph as dot/svg")

@@ -17,7 +17,7 @@ Two views:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from ..ir import expr as E
 from ..ir import prim as P
 from ..ir.module import IRModule
 
-__all__ = ["Series", "live_series", "Block", "Arena", "arena_layout"]
+__all__ = ["Series", "live_series", "Block", "Arena", "CopyEvent", "Step", "Layout", "program_layout", "arena_layout"]
 
 
 @dataclass
@@ -72,11 +72,26 @@ def live_series(events: Sequence[dict]) -> dict[str, Series]:
 
 @dataclass
 class Block:
+    """One tensor of the static plan: where (bytes) and when (binding positions).
+
+    ``tensor``/``node`` are the model's names for it (naming.py) and ``op`` the
+    kernel that writes it; ``outside`` says why a tensor is not in an arena
+    (``returned``: a result outlives the call, so it cannot share an arena)."""
+
     name: str
     offset: int
     size: int
     start: int
     end: int
+    tensor: str = ""
+    node: str = "-"
+    op: str = "-"
+    device_index: int = 0
+    outside: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.tensor or self.name
 
 
 @dataclass
@@ -85,10 +100,64 @@ class Arena:
     device_index: int
     size: int | None
     blocks: list[Block] = field(default_factory=list)
+    outside_plan: bool = False
 
     @property
     def used(self) -> int:
         return max((b.offset + b.size for b in self.blocks), default=0)
+
+
+@dataclass
+class CopyEvent:
+    """A copy between devices at a binding position of the lowered program."""
+
+    position: int
+    value: str
+    src_index: int
+    dst_index: int
+    bytes: int
+    copy_var: str
+
+
+@dataclass
+class Step:
+    """One kernel call (or copy) of the lowered program, for the time axis."""
+
+    position: int
+    op: str
+    output: str
+    device_index: int
+
+
+@dataclass
+class Layout:
+    """The lowered program's memory as the plan laid it out, on one time axis."""
+
+    length: int
+    arenas: list[Arena] = field(default_factory=list)
+    copies: list[CopyEvent] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def planned(self) -> list[Arena]:
+        return [a for a in self.arenas if not a.outside_plan]
+
+    @property
+    def outside(self) -> list[Block]:
+        return [b for a in self.arenas if a.outside_plan for b in a.blocks]
+
+    def live(self, device_index: int, kills: bool = True) -> list[int]:
+        """Bytes of tensors live at each position on one device (arenas' tensors,
+        and the tensors outside the plan); without kills nothing is freed."""
+        out = [0] * (self.length + 1)
+        for a in self.arenas:
+            if a.device_index != device_index:
+                continue
+            for b in a.blocks:
+                end = b.end if kills else self.length
+                for t in range(b.start, min(end, self.length) + 1):
+                    out[t] += b.size
+        return out
 
 
 def _op(value: Any) -> str | None:
@@ -122,35 +191,104 @@ def _vars_in(expr: Any) -> list[E.Var]:
     return []
 
 
-def arena_layout(lowered: IRModule, func_name: str = "main") -> list[Arena]:
-    """The planned arenas of ``func_name`` and the tensors placed in them."""
+def _packed(value: Any) -> tuple[str, int] | None:
+    """(kernel or builtin name, device index) of a ``call_packed``."""
+    if not (isinstance(value, E.Call) and isinstance(value.op, E.ExternFunc)):
+        return None
+    name = value.op.global_symbol
+    attrs = getattr(value, "attrs", None)
+    dev = attrs.get("device_index", 0) if hasattr(attrs, "get") else 0
+    return name, int(dev or 0)
+
+
+#: builtins that make a view of a tensor: a tensor first seen by one is written through
+#: its views (ConcatInPlace computes a concatenation's parts straight into it)
+_VIEWS = ("vm.builtin.view_at", "vm.builtin.reshape")
+
+
+def _short(kernel: str) -> str:
+    if kernel == "vm.builtin.copy_to":
+        return "copy"
+    for prefix in ("kernel.", "vm.builtin."):
+        if kernel.startswith(prefix):
+            return kernel[len(prefix):]
+    return kernel
+
+
+def program_layout(lowered: IRModule, func_name: str = "main", names: Mapping[str, Any] | None = None,
+                   unplanned: Mapping[str, str] | None = None) -> Layout:  # fmt: skip
+    """The arenas, the tensors outside them, the copies and the kernel calls of
+    ``func_name``, all on the axis of its binding positions.
+
+    ``names`` (variable -> :class:`~.naming.Origin`) gives each tensor the model's
+    names; ``unplanned`` (tensor -> reason, from the memory plan) marks storages
+    outside the plan. A returned tensor is outside the plan whatever it says.
+    """
+    from .naming import display
+
+    names = names or {}
     func = lowered[func_name]
     bindings = list(E.bindings_of(func.body.blocks))
-    arenas: dict[E.Var, Arena] = {}
+    returned = {v.name_hint for v in _vars_in(func.body.body)}
+    storages: dict[E.Var, Arena] = {}
     placed: dict[E.Var, tuple[Arena, int, int, int]] = {}
+    writer: dict[E.Var, str] = {}
     last_use: dict[E.Var, int] = {}
     killed_at: dict[E.Var, int] = {}
+    layout = Layout(len(bindings))
     for pos, b in enumerate(bindings):
         value = E.binding_value(b)
         op = _op(value)
         if op == "memory.alloc_storage":
-            size = _int(value.args[0])
-            dev = _int(value.args[1]) or 0
-            arenas[b.var] = Arena(b.var.name_hint, dev, size)
-        elif op == "memory.alloc_tensor" and value.args and value.args[0] in arenas:
-            offset = _int(value.args[1]) or 0
+            storages[b.var] = Arena(b.var.name_hint, _int(value.args[1]) or 0, _int(value.args[0]))
+        elif op == "memory.alloc_tensor" and value.args and value.args[0] in storages:
             count = _int(value.args[2])
-            dtype = _dtype(value.args[3]) or "float32"
-            size = (count or 0) * np.dtype(dtype).itemsize
-            placed[b.var] = (arenas[value.args[0]], offset, size, pos)
-        elif op == "memory.kill_tensor" and value.args and isinstance(value.args[0], E.Var):
-            killed_at[value.args[0]] = pos
+            size = (count or 0) * np.dtype(_dtype(value.args[3]) or "float32").itemsize
+            placed[b.var] = (storages[value.args[0]], _int(value.args[1]) or 0, size, pos)
+        elif op in ("memory.kill_tensor", "memory.kill_storage") and value.args and isinstance(value.args[0], E.Var):
+            killed_at.setdefault(value.args[0], pos)
             continue
+        packed = _packed(value)
+        if packed is not None:
+            kernel, dev = packed
+            args = [a for a in value.args if isinstance(a, E.Var)]
+            outs = [a for a in args if a in placed and a not in writer]
+            for o in outs:  # destination-passing: the first call to see a tensor writes it
+                writer[o] = "in place (views)" if kernel in _VIEWS else _short(kernel)
+            out_name = outs[-1].name_hint if outs else b.var.name_hint
+            if kernel == "vm.builtin.copy_to" and len(value.args) >= 3 and isinstance(value.args[0], E.Var):
+                dst = value.args[2]
+                src_dev = placed[value.args[0]][0].device_index if value.args[0] in placed else -1
+                dst_dev = _int(value.args[1])
+                layout.copies.append(CopyEvent(pos, display(value.args[0].name_hint, names),
+                                               src_dev, dst_dev if dst_dev is not None else dev,
+                                               placed[dst][2] if dst in placed else 0,
+                                               getattr(dst, "name_hint", "")))  # fmt: skip
+                dev = dst_dev if dst_dev is not None else dev
+            layout.steps.append(Step(pos, _short(kernel), display(out_name, names), dev))
         for v in _vars_in(value):
             last_use[v] = pos
     for v in _vars_in(func.body.body):
         last_use[v] = len(bindings)
+    unplanned = dict(unplanned or {})
     for var, (arena, offset, size, start) in placed.items():
-        end = killed_at.get(var, last_use.get(var, start))
-        arena.blocks.append(Block(var.name_hint, offset, size, start, max(end, start)))
-    return [a for a in arenas.values() if a.blocks]
+        name = var.name_hint
+        outside = unplanned.get(name) or ("returned" if name in returned else "")
+        end = len(bindings) if name in returned else killed_at.get(var, last_use.get(var, start))
+        origin = names.get(name)
+        arena.blocks.append(Block(name, offset, size, start, max(end, start),
+                                  tensor=display(name, names),
+                                  node=origin.node_text() if origin is not None else "-",
+                                  op=writer.get(var, "-"), device_index=arena.device_index,
+                                  outside=outside))  # fmt: skip
+    for arena in storages.values():
+        if arena.blocks:
+            arena.outside_plan = all(b.outside for b in arena.blocks)
+            layout.arenas.append(arena)
+    return layout
+
+
+def arena_layout(lowered: IRModule, func_name: str = "main") -> list[Arena]:
+    """The planned arenas of ``func_name`` and the tensors placed in them
+    (storages outside the plan included, marked ``outside_plan``)."""
+    return program_layout(lowered, func_name).arenas

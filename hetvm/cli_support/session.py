@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -57,6 +57,9 @@ class Compiled:
     executor: str
     explain: Any = None
     pass_times: list[tuple[str, float]] = field(default_factory=list)
+    #: the model's names for the variables of the lowered / planned module (naming.py)
+    names: dict[str, Any] = field(default_factory=dict)
+    planned_names: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -119,14 +122,21 @@ def compile_program(
     on_pass: Callable[[str], None] | None = None,
     want_explain: bool = True,
     plan_memory: bool = True,
+    origins: Mapping[str, Any] | None = None,
 ) -> Compiled:
-    """Declares the devices, builds for them and keeps the lowered module."""
+    """Declares the devices, builds for them and keeps the lowered module.
+
+    ``origins`` (variable -> :class:`~.naming.Origin` of the source) are followed
+    through the passes, so reports can name lowered values as the model does."""
     import hetvm
+
+    from .naming import NameTracker
 
     placed = mod
     if setup.heterogeneous or setup.missing_kernels:
         placed = pin_params(declare(mod, setup), setup.default)
     recorder = _Recorder(on_pass)
+    tracker = NameTracker(mod, origins or {})
     target = "llvm" if setup.default.is_host else device_name(setup.default)
     exe = hetvm.build(
         placed,
@@ -134,14 +144,14 @@ def compile_program(
         target_host="llvm",
         executor=executor,
         plan_memory=plan_memory,
-        instruments=[recorder],
+        instruments=[recorder, tracker],
         plan_devices_options=_plan_options(setup) or None,
     )
     if recorder.last is None:  # pragma: no cover - the pipeline always runs passes
         raise HetvmError("the build ran no passes")
     report = copy_report(exe, recorder.after_plan, setup) if want_explain else None
     return Compiled(placed, recorder.last, recorder.after_plan, exe, setup, executor,
-                    report, recorder.times)  # fmt: skip
+                    report, recorder.times, tracker.lowered, tracker.at("PlanDevices"))  # fmt: skip
 
 
 def flatten_outputs(value: Any) -> list[Any]:
