@@ -94,10 +94,11 @@ def _memory_rows(compiled: Any, result: Any) -> list[dict]:
 def _header(console, model: Any, setup: Any, args: argparse.Namespace) -> None:
     devices = ", ".join(setup.names)
     missing = "; ".join(f"{d} lacks {', '.join(sorted(o))}" for d, o in setup.missing_kernels.items())
-    console.print(f"model:    {model.label} ({model.kind})")
-    console.print(f"devices:  {devices} (default {setup.names[0]})" + (f"; {missing}" if missing else ""))
+    console.paragraph(f"model:    {model.label} ({model.kind})", " " * 10)
+    console.paragraph(f"devices:  {devices} (default {setup.names[0]})" + (f"; {missing}" if missing else ""),
+                      " " * 10)  # fmt: skip
     if getattr(args, "place", None):
-        console.print(f"pinned:   {', '.join(args.place)}")
+        console.paragraph(f"pinned:   {', '.join(args.place)}", " " * 10)
 
 
 def _run_and_report(console, model: Any, mod: Any, setup: Any, args: argparse.Namespace) -> int:
@@ -111,7 +112,7 @@ def _run_and_report(console, model: Any, mod: Any, setup: Any, args: argparse.Na
     compiled = _compile(mod, setup, args.executor, console, model=model)
     build_s = time.perf_counter() - t0
     for note in notes:
-        console.print(f"input:    {note}")
+        console.paragraph(f"input:    {note}", " " * 10)
     with console.status("running"):
         result = run(compiled, args_np, trace=False, repeat=getattr(args, "repeat", 1))
     console.print(f"build:    {build_s:.2f} s;  run: {result.seconds * 1000:.1f} ms ({args.executor})")
@@ -120,9 +121,18 @@ def _run_and_report(console, model: Any, mod: Any, setup: Any, args: argparse.Na
     if getattr(args, "save_outputs", None):
         _save_outputs(args.save_outputs, result.outputs, names)
         console.print(f"outputs saved to {args.save_outputs}")
-    console.table(copies_table(compiled.explain if setup.heterogeneous else None))
+    console.table(copies_table(compiled.explain if setup.heterogeneous else None, compiled.planned_names))
+    _usage(console, compiled, args)
     console.table(memory_table(_memory_rows(compiled, result), result.memory_note))
     return 0
+
+
+def _usage(console, compiled: Any, args: argparse.Namespace) -> None:
+    """Says so when a listed device ends up (nearly) unused, and why."""
+    from .cli_support.usage import usage_notes
+
+    for note in usage_notes(compiled, getattr(args, "place", None) or ()):
+        console.paragraph(f"note:     {note}", " " * 10)
 
 
 def _output_names(model: Any) -> list[str] | None:
@@ -168,7 +178,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     _header(console, model, setup, args)
     mod = _place(model, args, setup)
     compiled = _compile(mod, setup, "vm", console, model=model)
-    console.table(copies_table(compiled.explain if setup.heterogeneous else None))
+    console.table(copies_table(compiled.explain if setup.heterogeneous else None, compiled.planned_names))
+    _usage(console, compiled, args)
     return 0
 
 
@@ -265,14 +276,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     with console.status("building the demo model"):
         mod, origin = demo_module(batch=args.batch)
     console.heading("hetvm demo")
-    console.print(
+    console.paragraph(
         "A small CNN classifier (built in code"
         + (" as an ONNX graph and imported" if origin == "onnx" else " with the BlockBuilder")
         + ") runs on a simulated accelerator (sim:0) and the CPU. sim:0 has no softmax "
         "kernel, so the device planner moves that op to the CPU and inserts the copy its input needs."
     )
     setup = parse_devices(DEMO_DEVICES, DEMO_MISSING)
-    model = LoadedModel(mod, "<demo>", origin)
+    proto = None
+    if origin == "onnx":
+        from .cli_support.demo_model import demo_onnx_model
+
+        proto = demo_onnx_model(batch=args.batch)  # the same seeded graph: its names for the reports
+    params = [p.name_hint for p in mod["main"].params]
+    model = LoadedModel(mod, "the demo CNN", origin, proto, dict(zip(params, params)))
     _header(console, model, setup, args)
     args.executor = "vm"
     return _run_and_report(console, model, mod, setup, args)

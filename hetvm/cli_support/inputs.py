@@ -18,6 +18,7 @@ from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
 from .input_roles import InputRole
+from .npy import read_npy
 
 __all__ = [
     "InputError", "parse_assignments", "parse_shapes", "parse_dims", "read_inputs", "choose_dims",
@@ -139,11 +140,7 @@ def read_inputs(
         param = _resolve_name(name, params, aliases)
         if not os.path.isfile(path):
             raise InputError(f"--input {name}={path}: no such file")
-        try:
-            arr = np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as err:
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise InputError(f"--input {name}={path}: not a .npy array ({first})") from None
+        arr = read_npy(path, f"--input {name}={path}")  # never unpickles; says what is wrong
         if not isinstance(arr, np.ndarray):
             raise InputError(f"--input {name}={path}: holds several arrays; save one with np.save")
         _check(name, path, arr, param, env, sources)

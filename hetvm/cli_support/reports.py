@@ -7,11 +7,12 @@ only choose which tables to print and tests can read the rows.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .console import Table, format_bytes
+from .console import Table, format_bytes, short_bytes
 
 __all__ = ["outputs_table", "copies_table", "memory_table", "memory_rows", "plan_of"]
 
@@ -57,23 +58,50 @@ def copies_of(report: Any) -> list[Any]:
     return list(copies) if copies is not None else []
 
 
-def copies_table(report: Any) -> Table:
-    """Every copy the device planner inserted, with its reason, and totals."""
-    t = Table("Device copies", ["value", "from", "to", "bytes", "consumers", "reason", "pass"])
+def _named(text: str, names: Mapping[str, Any] | None) -> str:
+    """``text`` with each quoted IR value ('probs1') in the model's name ('probs')."""
+    if not names:
+        return text
+    from .naming import display
+
+    return re.sub(r"'([^']+)'", lambda m: f"'{display(m.group(1), names)}'" if m.group(1) in names else m.group(0),
+                  text)  # fmt: skip
+
+
+def copies_table(report: Any, names: Mapping[str, Any] | None = None) -> Table:
+    """Every copy the device planner inserted, with totals; reasons as numbered notes.
+
+    ``names`` (IR value -> :class:`~.naming.Origin`, of the planned module) puts
+    the model's tensor and node names in place of the IR's."""
+    from .naming import display
+
+    names = names or {}
+    t = Table("Device copies", ["#", "value", "made by", "from", "to", "bytes", "read by"])
     totals: dict[tuple[str, str], list[int]] = {}
-    for c in copies_of(report):
+    for i, c in enumerate(copies_of(report), 1):
         src = _text(_field(c, "src", "source", "src_device", "from_device"))
         dst = _text(_field(c, "dst", "destination", "dst_device", "to_device"))
         nbytes = _field(c, "bytes", "nbytes", "num_bytes")
+        value = _text(_field(c, "value", "name", "var"))
+        origin = names.get(value)
+        consumers = _field(c, "consumers", "users") or []
+        readers = [display(str(v), names) for v in consumers] if isinstance(consumers, (list, tuple)) else [str(consumers)]
         t.add(
-            _text(_field(c, "value", "name", "var")),
+            i,
+            display(value, names),
+            origin.node_text() if origin is not None else "-",
             src,
             dst,
             format_bytes(nbytes) if isinstance(nbytes, int) else _text(nbytes),
-            _text(_field(c, "consumers", "users")),
-            _text(_field(c, "reason", "why")),
-            _text(_field(c, "pass_name", "inserted_by", "pass", default="PlanDevices")),
+            ", ".join(dict.fromkeys(readers)) or "-",
         )
+        reason = _named(_text(_field(c, "reason", "why")), names)
+        inserted = _text(_field(c, "pass_name", "inserted_by", "pass", default="PlanDevices"))
+        if inserted == "<input>":
+            reason += " (a to_vdevice written in the program itself)"
+        elif inserted not in ("PlanDevices", "-"):
+            reason += f" (inserted by {inserted})"
+        t.notes.append(f"{display(value, names)} to {dst}: {reason}")
         entry = totals.setdefault((src, dst), [0, 0])
         entry[0] += 1
         entry[1] += nbytes if isinstance(nbytes, int) else 0
@@ -144,31 +172,40 @@ def memory_rows(plan: Mapping[str, Mapping[str, Any]], measured: Mapping[str, Ma
     return rows
 
 
+MEMORY_LEGEND = (
+    "no reuse: every tensor its own buffer; lower bound: the most bytes live at one "
+    "point; planned: the static plan's arena; outside plan: results, which outlive "
+    "the call and so get storage of their own; predicted peak = planned + outside plan"
+)
+
+
 def memory_table(rows: Sequence[Mapping[str, Any]], note: str = "") -> Table:
     """Per device: what the plan promised and what the run measured (``note``
     says how to read the measured column where it is not a VM's)."""
     t = Table(
         "Memory per device",
-        ["device", "no reuse", "lower bound", "planned", "predicted peak", "measured peak",
-         "planned / bound", "allocs"],
-    )
+        ["device", "no reuse", "lower bound", "planned", "outside plan", "predicted peak", "measured peak",
+         "allocs"],
+    )  # fmt: skip
     for r in rows:
-        lb, planned = r.get("lower_bound"), r.get("planned")
-        ratio = f"{planned / lb:.3f}" if isinstance(lb, int) and lb and isinstance(planned, int) else "-"
+        planned, predicted = r.get("planned"), r.get("predicted_peak")
+        outside = predicted - planned if isinstance(planned, int) and isinstance(predicted, int) else None
         t.add(
             r["device"],
-            format_bytes(r.get("no_reuse")),
-            format_bytes(lb),
-            format_bytes(planned),
-            format_bytes(r.get("predicted_peak")),
-            format_bytes(r.get("peak")),
-            ratio,
+            short_bytes(r.get("no_reuse")),
+            short_bytes(r.get("lower_bound")),
+            short_bytes(planned),
+            short_bytes(outside),
+            short_bytes(predicted),
+            short_bytes(r.get("peak")),
             "-" if r.get("alloc_calls") is None else r["alloc_calls"],
         )
     if not rows:
         t.footer = "(no memory statistics)"
     elif all(r.get("planned") is None for r in rows):
         t.footer = "(no memory plan in this build: planned figures unavailable)"
+    else:
+        t.legend = MEMORY_LEGEND + "; allocs: allocator calls in the run."
     if note:
         t.footer = f"{t.footer}\n({note})" if t.footer else f"({note})"
     return t

@@ -110,7 +110,9 @@ def test_viewer_in_a_headless_browser_shows_a_block_on_hover(capsys, tmp_path):
             best.scrollIntoView({block:'center'});var r=best.getBoundingClientRect();
             return {id:best.id,x:r.left+r.width/2,y:r.top+r.height/2,tip:best.getAttribute('data-tip')};})()""")
         assert b.eval("getComputedStyle(document.getElementById('tip')).display") == "none"
-        clip = {"x": rect["x"] + 10, "y": rect["y"] + 10, "width": 200, "height": 60}
+        # the tooltip opens below and right of the pointer; a clip is in page coordinates
+        sx, sy = b.eval("[window.scrollX, window.scrollY]")
+        clip = {"x": rect["x"] + sx + 20, "y": rect["y"] + sy + 20, "width": 200, "height": 60}
         before = b.screenshot(clip)
         b.hover(rect["x"], rect["y"])
         tip = b.eval("""(function(){var t=document.getElementById('tip');
