@@ -112,7 +112,7 @@ def _run_and_report(console, model: Any, mod: Any, setup: Any, args: argparse.Na
     compiled = _compile(mod, setup, args.executor, console, model=model)
     build_s = time.perf_counter() - t0
     for note in notes:
-        console.paragraph(f"input:    {note}", " " * 10)
+        console.print(f"input:    {note}")
     with console.status("running"):
         result = run(compiled, args_np, trace=False, repeat=getattr(args, "repeat", 1))
     console.print(f"build:    {build_s:.2f} s;  run: {result.seconds * 1000:.1f} ms ({args.executor})")

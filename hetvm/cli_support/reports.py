@@ -174,8 +174,8 @@ def memory_rows(plan: Mapping[str, Mapping[str, Any]], measured: Mapping[str, Ma
 
 MEMORY_LEGEND = (
     "no reuse: every tensor its own buffer; lower bound: the most bytes live at one "
-    "point; planned: the static plan's arena; outside plan: results, which outlive "
-    "the call and so get storage of their own; predicted peak = planned + outside plan"
+    "point; planned: the static plan's arena; outside: tensors outside the plan (results, "
+    "which outlive the call, get storage of their own); predicted peak = planned + outside"
 )
 
 
@@ -184,9 +184,8 @@ def memory_table(rows: Sequence[Mapping[str, Any]], note: str = "") -> Table:
     says how to read the measured column where it is not a VM's)."""
     t = Table(
         "Memory per device",
-        ["device", "no reuse", "lower bound", "planned", "outside plan", "predicted peak", "measured peak",
-         "allocs"],
-    )  # fmt: skip
+        ["device", "no reuse", "lower bound", "planned", "outside", "predicted peak", "measured peak"],
+    )
     for r in rows:
         planned, predicted = r.get("planned"), r.get("predicted_peak")
         outside = predicted - planned if isinstance(planned, int) and isinstance(predicted, int) else None
@@ -198,14 +197,16 @@ def memory_table(rows: Sequence[Mapping[str, Any]], note: str = "") -> Table:
             short_bytes(outside),
             short_bytes(predicted),
             short_bytes(r.get("peak")),
-            "-" if r.get("alloc_calls") is None else r["alloc_calls"],
         )
     if not rows:
         t.footer = "(no memory statistics)"
     elif all(r.get("planned") is None for r in rows):
         t.footer = "(no memory plan in this build: planned figures unavailable)"
     else:
-        t.legend = MEMORY_LEGEND + "; allocs: allocator calls in the run."
+        t.legend = MEMORY_LEGEND + "."
+        calls = [f"{r['device']} {r['alloc_calls']}" for r in rows if r.get("alloc_calls") is not None]
+        if calls:
+            t.footer = f"allocator calls in the run: {', '.join(calls)}"
     if note:
         t.footer = f"{t.footer}\n({note})" if t.footer else f"({note})"
     return t
