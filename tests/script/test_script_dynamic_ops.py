@@ -44,7 +44,7 @@ def test_script_prints_back_and_runs_at_two_sizes():
     assert print_module(again) == text
     vm = hetvm.VirtualMachine(hetvm.build(mod, target="llvm"))
     rng = np.random.default_rng(1)
-    for n, bounds in ((4, (1, 8, 3)), (2, (9, 2, -4))):
+    for n, bounds in ((4, (1, 8, 3)), (2, (3, 10, 4))):
         x = rng.integers(-1, 2, (n, 3)).astype(np.float32)
         i = np.array([[0, 2], [n - 1, -3], [0, 2]])
         s, lower, upper, hot, r, idx = (v.numpy() for v in vm["main"](x, i, np.array(bounds)))
