@@ -1,8 +1,13 @@
 """The liveness analysis (hetvm.analysis.liveness): intervals, branch paths, kill points."""
 
+import pytest
+
 from hetvm.analysis.liveness import analyze_liveness, exclusive
+from hetvm.analysis.memory_plan import memory_plan_report
+from hetvm.pipeline import default_pipeline, target_vdevice
 from hetvm.script import from_source
 from hetvm.testing.ir_query import variables_by_name as _vars
+from hetvm.transform import Sequential
 
 
 def _live(src, name="main"):
@@ -75,8 +80,7 @@ def test_branches_take_disjoint_ranges_and_exclusive_paths():
     assert live.kill_point(v["r"]) == 2
 
 
-def test_reading_one_field_of_a_literal_tuple_reads_that_field_only():
-    src = '''
+TUPLE_FIELDS = '''
 @I.ir_module
 class Module:
     @R.function
@@ -89,14 +93,16 @@ class Module:
         out = R.add(e, x)
         return out
 '''
-    live, v = _live(src)
+
+
+def test_reading_one_field_of_a_literal_tuple_reads_that_field_only():
+    live, v = _live(TUPLE_FIELDS)
     assert live.end(_loc(live, v["b"])) == 3  # not kept alive by t[0] at position 4
     assert live.end(_loc(live, v["a"])) == 5
     assert live.kill_point(v["t"]) == 4  # a tuple's register dies after its own last read
 
 
-def test_values_that_outlive_the_call_are_never_killed():
-    src = '''
+OUTLIVE = '''
 @I.ir_module
 class Module:
     @R.function
@@ -109,16 +115,16 @@ class Module:
         out = R.add(p, o)
         return out
 '''
-    live, v = _live(src)
+
+
+def test_values_that_outlive_the_call_are_never_killed():
+    live, v = _live(OUTLIVE)
     assert live.kill_point(v["k"]) is None  # a constant's bytes
     assert live.kill_point(v["a"]) == 4  # o may be a, and o is read by out
     assert live.kill_point(v["p"]) == 4
 
 
-def test_an_if_result_that_may_be_an_outer_value_read_later_is_not_killed():
-    """Killing `r` after `a`'s last read would release the branch's own `t` late:
-    its bytes may be a later tensor's by then."""
-    src = '''
+IF_MAY_BE_OUTER = '''
 @I.ir_module
 class Module:
     @R.function
@@ -133,7 +139,53 @@ class Module:
         w = R.add(u, a)
         return w
 '''
-    live, v = _live(src)
+
+
+def test_an_if_result_that_may_be_an_outer_value_read_later_is_not_killed():
+    """Killing `r` after `a`'s last read would release the branch's own `t` late:
+    its bytes may be a later tensor's by then."""
+    live, v = _live(IF_MAY_BE_OUTER)
     assert live.kill_point(v["r"]) is None
     assert live.kill_point(v["a"]) == 3  # after w, its last read
     assert live.end(_loc(live, v["t"])) < live.end(_loc(live, v["a"]))
+
+
+# the callee's result has storage of its own (it is returned): the caller's kill frees it
+CALLEE_RESULTS = '''
+@I.ir_module
+class Module:
+    @R.function
+    def helper(p: R.Tensor((64,), dtype="float32")) -> R.Tensor((64,), dtype="float32"):
+        r = R.exp(p)
+        return r
+
+    @R.function
+    def main(x: R.Tensor((64,), dtype="float32")) -> R.Tensor((64,), dtype="float32"):
+        cls = Module
+        a = cls.helper(x)
+        b = R.negative(a)
+        c = cls.helper(b)
+        d = cls.helper(c)
+        e = R.add(d, b)
+        return e
+'''
+
+
+def _planned_and_lowered(mod):
+    passes = default_pipeline(target_vdevice("llvm")).passes
+    assert [p.name for p in passes[-2:]] == ["LowerAllocTensor", "KillAfterLastUse"]
+    planned = Sequential(passes[:-2])(mod)
+    return planned, Sequential(passes[-2:])(planned)
+
+
+@pytest.mark.parametrize(
+    "src",
+    [CHAIN, BRANCHES, TUPLE_FIELDS, OUTLIVE, IF_MAY_BE_OUTER, CALLEE_RESULTS],
+    ids=["chain", "branches", "tuple_fields", "outlive", "if_may_be_outer", "callee_results"],
+)
+def test_the_peak_simulation_replays_the_kills_killafterlastuse_inserts(src):
+    """Right after planning, the report's simulated peak uses the liveness
+    analysis's kill points; after LowerAllocTensor + KillAfterLastUse it follows
+    the kills in the IR: the two agree, and neither runs a pass."""
+    planned, lowered = _planned_and_lowered(from_source(src))
+    assert memory_plan_report(planned) == memory_plan_report(lowered)
