@@ -17,6 +17,8 @@ The graph (plain JSON):
 * ``nodes`` in execution order: ``{"op": "null", "name", "outputs"}`` for inputs
   and params, ``{"op": "kernel", "name", "lib", "inputs", "outputs", "device"}``,
   ``{"op": "__copy", "inputs", "outputs", "src_device", "device"}`` where data moves;
+  a kernel node made for an ONNX node also has ``"onnx_node": {"node", "op_type",
+  "inputs", "source"}`` (optional; errors name it);
   an input is ``{"entry": id}``, ``{"tuple": [id, ...]}`` (a tuple of tensors, as
   ``concat`` takes) or ``{"imm": value}``;
 * ``inputs`` (name -> entry), ``params`` (name -> entry), ``outputs`` (entries) and
@@ -37,7 +39,7 @@ from ..ir.module import IRModule
 from ..op.effects import COPY_BUILTIN, RESHAPE_BUILTIN, VIEW_AT_BUILTIN, kernel_op_of
 from ..runtime.graph_artifact import GRAPH_FORMAT_VERSION, GraphModule
 from ..transform._devices import device_index
-from .vm_codegen import _plain, device_descriptors
+from .vm_codegen import _plain, debug_info_of, device_descriptors
 
 __all__ = ["GraphModule", "graph_codegen"]
 
@@ -255,9 +257,13 @@ class _GraphBuilder:
             self.kernels.append({"op": op, "attrs": attrs, "kind": self.devices[dev]["kind"]})
         args = [self.arg(x, dev) for x in call.args]
         ins, outs = args[: len(args) - nout], args[len(args) - nout:]
-        self.nodes.append({"op": "kernel", "name": op, "lib": self.kernel_index[key], "inputs": ins,
-                           "outputs": [o["entry"] for o in outs], "device": self.dev(dev),
-                           "binding": b.var.name_hint})
+        node = {"op": "kernel", "name": op, "lib": self.kernel_index[key], "inputs": ins,
+                "outputs": [o["entry"] for o in outs], "device": self.dev(dev),
+                "binding": b.var.name_hint}  # fmt: skip
+        origin = debug_info_of(b.span or call.span)
+        if origin is not None:  # the model's node, for errors (optional in the JSON)
+            node["onnx_node"] = origin
+        self.nodes.append(node)
 
 
 def graph_codegen(mod: IRModule, metadata: dict | None = None) -> GraphModule:

@@ -73,6 +73,7 @@ class _FunctionCodegen:
         self.code: list[Any] = []
         self.reg_of: dict[E.Var, Arg] = {}
         self.num_registers = 0
+        self.debug_info: dict[int, dict] = {}
 
     def new_reg(self) -> int:
         r = self.num_registers
@@ -146,6 +147,14 @@ class _FunctionCodegen:
         return reg
 
     def emit_binding(self, b: E.Binding) -> None:
+        start = len(self.code)
+        self._emit_binding(b)
+        info = debug_info_of(b.span or b.value.span)  # type: ignore[attr-defined]
+        if info is not None:
+            for pc in range(start, len(self.code)):
+                self.debug_info.setdefault(pc, info)  # an If's inner bindings keep their own
+
+    def _emit_binding(self, b: E.Binding) -> None:
         value = b.value  # type: ignore[attr-defined]
         if isinstance(b, E.MatchCast):
             src = self.arg(value)
@@ -293,7 +302,16 @@ class _FunctionCodegen:
             num_registers=self.num_registers,
             instructions=list(self.code),
             sym_bounds={str(k): [None, int(v)] for k, v in bounds.items()},
+            debug_info=dict(self.debug_info),
         )
+
+
+def debug_info_of(span: Any) -> dict | None:
+    """What the bytecode keeps of a span that names a model node (else None)."""
+    if span is None or getattr(span, "node_name", None) is None:
+        return None
+    return {"node": span.node_name, "op_type": span.op_type or "?",
+            "inputs": list(span.node_inputs), "source": span.source_name}  # fmt: skip
 
 
 def _plain(value: Any) -> Any:

@@ -9,7 +9,8 @@ Values flowing between nodes are one of
 Converters turn inputs into IR with :meth:`ConvertContext.tensor` only when they
 need a run-time tensor, so attribute-like inputs (Reshape's shape, Slice's
 starts ...) stay plain integers. Every variable a converter emits is recorded
-against its ONNX node (name, op type) for device pinning and reports.
+against its ONNX node (name, op type) for device pinning and reports, and its
+value carries a :class:`~hetvm.ir.span.Span` naming the node, for errors.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.block_builder import BlockBuilder, NameTable
+from ..ir.span import Span
 from .fold import SymArray
 from .onnx_types import ident
 
@@ -73,6 +75,8 @@ class ConvertContext:
     param_values: dict[str, np.ndarray] = field(default_factory=dict)
     param_eligible: set[str] = field(default_factory=set)
     names: NameTable = field(default_factory=NameTable)
+    #: the model's label (file name or '<model>') for the spans of emitted values
+    source: str = "<model>"
     _param_of: dict[str, E.Var] = field(default_factory=dict)
 
     # -- errors and ops ---------------------------------------------------
@@ -240,6 +244,8 @@ class ConvertContext:
         """Binds ``expr`` and records it against the current node."""
         if hint is None:
             hint = self._default_hint()
+        if self.node is not None and expr.span is None and not isinstance(expr, (E.Var, E.Constant)):
+            expr = E.replace(expr, span=self.node_span())
         try:
             var = self.bb.emit(expr, self.names.unique(ident(hint)))
         except HetvmError as err:
@@ -249,6 +255,13 @@ class ConvertContext:
         if self.node is not None:
             self.node_of[var.name_hint] = (self.node.name, self.node.op_type)
         return var
+
+    def node_span(self) -> Span:
+        """The span of values made for the current node: it names the ONNX node (and
+        its inputs) in errors at build and run time, and passes keep it."""
+        n = self.node
+        assert n is not None
+        return Span.of_node(self.source, n.name, n.op_type, tuple(n.input_names))
 
     def call(self, path: str, *args: Any, hint: str | None = None, **kwargs: Any) -> E.Var:
         """Builds op ``path`` with ``args`` and emits it; op errors name the node."""

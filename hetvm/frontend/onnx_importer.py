@@ -159,7 +159,7 @@ class _GraphImporter:
         self.opset = opset
         self.shape_dict = dict(shape_dict)
         self.bb = BlockBuilder()
-        self.ctx = ConvertContext(self.bb, keep_params=keep_params)
+        self.ctx = ConvertContext(self.bb, keep_params=keep_params, source=label)
         self.values: dict[str, Any] = {}
         self.sym_vars: dict[str, P.PrimVar] = {}
 

@@ -159,6 +159,9 @@ class VMFunction:
     num_registers: int
     instructions: list
     sym_bounds: dict = field(default_factory=dict)
+    #: pc -> where the instruction comes from in the user's model (optional, for
+    #: errors): ``{"node": str, "op_type": str, "inputs": [str, ...], "source": str}``
+    debug_info: dict = field(default_factory=dict)
 
 
 def format_arg(arg: Arg) -> str:
@@ -283,6 +286,41 @@ def instruction_from_json(d: Any, where: str) -> Instruction:
     raise BytecodeError(f"{where}: unknown instruction '{op}'")
 
 
+DEBUG_KEYS = {"node": str, "op_type": str, "source": str, "inputs": list}
+
+
+def debug_info_from_json(raw: Any, num_instructions: int, where: str) -> dict:
+    """``[[pc, {"node": ..., "op_type": ..., ...}], ...]`` -> ``{pc: {...}}``, checked
+    (an artifact may have been edited); absent (older artifacts) is an empty dict."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, list):
+        raise BytecodeError(f"{where}: 'debug_info' must be a list")
+    out: dict[int, dict] = {}
+    for item in raw:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], int)
+                and not isinstance(item[0], bool) and 0 <= item[0] < num_instructions
+                and isinstance(item[1], dict)):  # fmt: skip
+            raise BytecodeError(f"{where}: bad 'debug_info' entry {item!r} (expected [pc, {{...}}])")
+        for key, value in item[1].items():
+            want = DEBUG_KEYS.get(key)
+            if want is None or not isinstance(value, want) or (
+                want is list and not all(isinstance(v, str) for v in value)
+            ):
+                raise BytecodeError(f"{where}: 'debug_info' of pc {item[0]}: bad field {key!r}")
+        out[item[0]] = dict(item[1])
+    return out
+
+
+def debug_label(info: dict | None) -> str:
+    """``ONNX node 'Gather_3' (Gather; inputs 'emb', 'ids')`` from a pc's debug info."""
+    if not info or "node" not in info:
+        return ""
+    inputs = [i for i in info.get("inputs", ()) if i]
+    extra = f"; inputs {', '.join(repr(i) for i in inputs)}" if inputs else ""
+    return f"ONNX node '{info['node']}' ({info.get('op_type', '?')}{extra})"
+
+
 # --------------------------------------------------------------------------
 # the executable
 # --------------------------------------------------------------------------
@@ -338,6 +376,9 @@ class Executable:
                     "num_registers": f.num_registers,
                     "instructions": [instruction_to_json(i) for i in f.instructions],
                     "sym_bounds": dict(f.sym_bounds),
+                    # absent when empty: executables without provenance keep their old JSON
+                    **({"debug_info": [[pc, dict(d)] for pc, d in sorted(f.debug_info.items())]}
+                       if f.debug_info else {}),
                 }
                 for f in self.functions.values()
             ],
@@ -372,6 +413,7 @@ class Executable:
                 _need(f, "num_registers", int, where),
                 instrs,
                 _need(f, "sym_bounds", dict, where),
+                debug_info_from_json(f.get("debug_info"), len(instrs), where),
             )
         exe = cls(devices, list(constants), functions, metadata)
         return exe.validate()

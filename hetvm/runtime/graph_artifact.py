@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import ArtifactError, HetvmRuntimeError
 from .atomic_file import write_atomically
-from .bytecode import memory_plan_of
+from .bytecode import debug_info_from_json, memory_plan_of
 from .ndarray import np_dtype
 
 __all__ = ["GraphModule", "GRAPH_FORMAT_VERSION", "export_graph", "load_graph", "validate_graph"]
@@ -132,6 +132,11 @@ def _validate_fields(graph: Any, lib: Any) -> None:
              f"node {n.get('name')!r}: bad device {dev}")  # fmt: skip
         if n["op"] == "kernel":
             need(index(n.get("lib", -1), len(kernels)), f"node names kernel {n.get('lib')}")
+            if "onnx_node" in n:  # optional provenance (graphs from before it have none)
+                try:
+                    debug_info_from_json([[0, n["onnx_node"]]], 1, "node")
+                except HetvmRuntimeError as err:
+                    raise ArtifactError(f"invalid graph: node {n.get('name')!r}: bad 'onnx_node' ({err})") from None
         else:
             need(len(n["inputs"]) == 1 and "entry" in n["inputs"][0] and len(n["outputs"]) == 1,
                  f"copy node {n.get('name')!r} needs one input entry and one output")  # fmt: skip

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import DeviceMismatchError, HetvmError, HetvmRuntimeError
 from ..ir.op_registry import missing_part
+from .bytecode import debug_label
 from .device import Device, copy_array, device
 from .graph_artifact import GraphModule, export_graph, load_graph, validate_graph
 from .memory import make_allocator
@@ -245,4 +246,8 @@ def create(graph: Any, lib: Any, devices: Sequence[Device | str] | Device | str 
 
 
 def _node_label(index: int, node: dict) -> str:
-    return f"graph node {index} '{node.get('op')}:{node.get('binding') or node.get('name')}'"
+    binding = node.get("binding")
+    shown = binding if binding not in (None, "", "_") else node.get("name")  # '_': a kernel's unit result
+    label = f"graph node {index} '{node.get('op')}:{shown}'"
+    origin = debug_label(node.get("onnx_node"))
+    return f"{label} ({origin})" if origin else label

@@ -27,7 +27,7 @@ import traceback
 from typing import Any, Callable, Sequence
 
 from ..errors import HetvmError, HetvmRuntimeError, MemoryPlanError
-from .bytecode import Call, Executable, KernelCall, format_instruction
+from .bytecode import Call, Executable, KernelCall, debug_label, format_instruction
 from .codegen import CompiledFunction, _registers_of, compile_function
 from .device import Device, device, get_api
 from .memory import Allocator, make_allocator
@@ -215,6 +215,9 @@ class VirtualMachine:
         local = _peek_locals(frame)
         ins = cf.func.instructions[pc] if pc is not None else None
         where = f"function '{cf.func.name}', pc {pc}"
+        # the model's node first: that is what the user knows
+        node = debug_label(cf.func.debug_info.get(pc)) if pc is not None else ""
+        at = f" at {node}" if node else ""
         if ins is not None:
             where += f": {format_instruction(ins)}"
         chain = [f"'{c.func.name}' pc {p}" for c, p, _ in frames[:-1]]
@@ -225,7 +228,8 @@ class VirtualMachine:
             where += " with " + ", ".join(f"{k} = {v}" for k, v in env.items())
         if isinstance(exc, HetvmError):
             if "function '" + cf.func.name + "', pc" not in str(exc):
-                exc.args = (f"{exc.args[0] if exc.args else exc} [in {where}]",) + exc.args[1:]
+                place = f"{node} in {where}" if node else f"in {where}"
+                exc.args = (f"{exc.args[0] if exc.args else exc} [{place}]",) + exc.args[1:]
             exc._hetvm_located = True  # type: ignore[attr-defined]
             return exc
         empty = []
@@ -239,7 +243,7 @@ class VirtualMachine:
             what = f"kernel '{ins.op}' on {self.exe_devices[ins.device]} failed"
         else:
             what = "instruction failed"
-        out = HetvmRuntimeError(f"{what} in {where}: {type(exc).__name__}: {exc}")
+        out = HetvmRuntimeError(f"{what}{at} in {where}: {type(exc).__name__}: {exc}")
         out._hetvm_located = True  # type: ignore[attr-defined]
         return out
 

@@ -84,3 +84,14 @@ def test_dim_given_twice_by_an_input_and_by_dim_is_refused(capsys, bert_onnx, tm
                            "--input", f"input_ids={tmp_path / 'ids.npy'}")  # fmt: skip
     assert code == 1
     assert "--dim batch=4: --input input_ids=" in err and "makes it 2" in err
+
+
+@pytest.mark.parametrize("executor", ["vm", "graph"])
+def test_a_kernel_failing_in_the_run_names_the_onnx_node_and_its_inputs(capsys, bert_onnx, tmp_path, executor):
+    np.save(tmp_path / "types.npy", np.full((2, 3), 2, np.int64))  # the token-type table has 2 rows
+    shapes = [a for k in ("input_ids", "attention_mask") for a in ("--shape", f"{k}=2x3")]
+    code, _, err = run_cli(capsys, "run", bert_onnx, "--plain", "--executor", executor, *shapes,
+                           "--input", f"token_type_ids={tmp_path / 'types.npy'}")  # fmt: skip
+    assert code == 1, err
+    assert "ONNX node 'token_type_embedding' (Gather; inputs 'token_type_embeddings', 'token_type_ids')" in err
+    assert err.rstrip().endswith("IndexError: index 2 is out of bounds for axis 0 with size 2")
