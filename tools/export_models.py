@@ -251,14 +251,13 @@ class _Outputs(nn.Module):
         return tuple(getattr(out, n) for n in self.names)
 
 
-class GPT2WithPast(nn.Module):
-    """GPT-2 decoding step: input ids + flat past keys/values -> logits + present."""
+class WithPast(nn.Module):
+    """One decoding step of a causal LM: input ids, attention mask and flat past
+    keys/values in; logits and the present keys/values out."""
 
-    def __init__(self) -> None:
+    def __init__(self, build: Callable[[], nn.Module]) -> None:
         super().__init__()
-        from transformers import GPT2LMHeadModel
-
-        self.model = GPT2LMHeadModel(_gpt2_config())
+        self.model = build()
 
     def forward(self, *inputs):
         from transformers import DynamicCache
@@ -273,6 +272,106 @@ class GPT2WithPast(nn.Module):
         for layer in out.past_key_values.layers:
             present += [layer.keys, layer.values]
         return (out.logits, *present)
+
+
+def _gpt2_lm():
+    from transformers import GPT2LMHeadModel
+
+    return GPT2LMHeadModel(_gpt2_config())
+
+
+def _llama_config(**extra: Any):
+    from transformers import LlamaConfig
+
+    # grouped-query attention (2 heads share 1 KV head), rotary embeddings, RMSNorm, SiLU MLP
+    return LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+                       **extra)
+
+
+def _llama_lm():
+    from transformers import LlamaForCausalLM
+
+    return LlamaForCausalLM(_llama_config())
+
+
+def _llama():
+    return _Outputs(_llama_lm(), ("logits",), use_cache=False)
+
+
+def _qwen2():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = Qwen2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    return _Outputs(Qwen2ForCausalLM(cfg), ("logits",), use_cache=False)
+
+
+def _roberta():
+    from transformers import RobertaConfig, RobertaModel
+
+    cfg = RobertaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=66, pad_token_id=1)
+    return _Outputs(RobertaModel(cfg, add_pooling_layer=False), ("last_hidden_state",))
+
+
+def _albert():
+    from transformers import AlbertConfig, AlbertModel
+
+    cfg = AlbertConfig(vocab_size=VOCAB, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                       num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    return _Outputs(AlbertModel(cfg), ("last_hidden_state", "pooler_output"))
+
+
+def _deberta_v2():
+    from transformers import DebertaV2Config, DebertaV2Model
+
+    cfg = DebertaV2Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                          intermediate_size=64, max_position_embeddings=64, relative_attention=True,
+                          position_buckets=8, pos_att_type=["p2c", "c2p"], max_relative_positions=16)
+    return _Outputs(DebertaV2Model(cfg), ("last_hidden_state",))
+
+
+def _bart():
+    from transformers import BartConfig, BartModel
+
+    cfg = BartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=1, decoder_layers=1,
+                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                     decoder_ffn_dim=64, max_position_embeddings=64)
+    return _Outputs(BartModel(cfg), ("last_hidden_state",), use_cache=False)
+
+
+def _opt():
+    from transformers import OPTConfig, OPTForCausalLM
+
+    cfg = OPTConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, ffn_dim=64,
+                    num_attention_heads=2, max_position_embeddings=64, word_embed_proj_dim=32)
+    return _Outputs(OPTForCausalLM(cfg), ("logits",), use_cache=False)
+
+
+def _bloom():
+    from transformers import BloomConfig, BloomForCausalLM
+
+    cfg = BloomConfig(vocab_size=VOCAB, hidden_size=32, n_layer=2, n_head=2)  # ALiBi positions
+    return _Outputs(BloomForCausalLM(cfg), ("logits",), use_cache=False)
+
+
+def _swin():
+    from transformers import SwinConfig, SwinModel
+
+    cfg = SwinConfig(image_size=32, patch_size=4, num_channels=3, embed_dim=16, depths=[1, 1],
+                     num_heads=[2, 2], window_size=4, mlp_ratio=2.0)
+    return _Outputs(SwinModel(cfg, add_pooling_layer=False), ("last_hidden_state",))
+
+
+def _segformer():
+    from transformers import SegformerConfig, SegformerForSemanticSegmentation
+
+    cfg = SegformerConfig(num_channels=3, num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+                          hidden_sizes=[16, 32], patch_sizes=[7, 3], strides=[4, 2],
+                          num_attention_heads=[1, 2], mlp_ratios=[2, 2], decoder_hidden_size=32,
+                          num_labels=5)
+    return _Outputs(SegformerForSemanticSegmentation(cfg), ("logits",))
 
 
 def _t5_config():
@@ -317,17 +416,22 @@ HEAD_DIM = 16
 # torch 2.13's dynamo exporter fails on T5 with a dynamic sequence ("Cannot view a tensor
 # with shape [b, s, 2, 16] and strides ... as [b, s, 32]" while decomposing the FX graph)
 T5_EXPORTERS = ("legacy",)
-T5_NOTE = "dynamo=True fails in torch 2.13 (view of a transposed tensor with symbolic strides)."
+T5_NOTE = "dynamo=True fails in torch 2.13 (view of a transposed tensor with symbolic strides)."  # Swin too
+
+
+def _past_inputs(kv_heads: int) -> list[InputSpec]:
+    inputs = [_ids("input_ids", ["batch", "seq"]), _mask("attention_mask", ["batch", "total"])]
+    for layer in range(2):
+        for kind in ("key", "value"):
+            inputs.append(InputSpec(f"past_{kind}_{layer}", ["batch", kv_heads, "past", HEAD_DIM]))
+    return inputs
 
 
 def specs() -> list[ModelSpec]:
     bert_inputs = [_ids("input_ids", ["batch", "seq"]), _mask("attention_mask", ["batch", "seq"]),
                    InputSpec("token_type_ids", ["batch", "seq"], "int64", "ids", 2)]
     text = [_ids("input_ids", ["batch", "seq"]), _mask("attention_mask", ["batch", "seq"])]
-    past_inputs = [_ids("input_ids", ["batch", "seq"]), _mask("attention_mask", ["batch", "total"])]
-    for layer in range(2):
-        for kind in ("key", "value"):
-            past_inputs.append(InputSpec(f"past_{kind}_{layer}", ["batch", 2, "past", HEAD_DIM]))
+    past_inputs = _past_inputs(2)
     present = [f"present_{k}_{i}" for i in range(2) for k in ("key", "value")]
     t5_inputs = text + [_ids("decoder_input_ids", ["batch", "dec_seq"])]
     t5_settings = [{"batch": 1, "seq": 5, "dec_seq": 3}, {"batch": 2, "seq": 8, "dec_seq": 4}]
@@ -339,12 +443,30 @@ def specs() -> list[ModelSpec]:
         ModelSpec("bert", _bert, bert_inputs, ["last_hidden_state", "pooler_output"], TEXT),
         ModelSpec("distilbert", _distilbert, text, ["last_hidden_state"], TEXT),
         ModelSpec("gpt2", _gpt2, text, ["logits"], TEXT),
-        ModelSpec("gpt2_past", GPT2WithPast, past_inputs, ["logits", *present], PAST,
+        ModelSpec("gpt2_past", lambda: WithPast(_gpt2_lm), past_inputs, ["logits", *present], PAST,
                   notes="one decoding step with a KV cache of length past; total = past + seq"),
+        ModelSpec("llama", _llama, text, ["logits"], TEXT, notes="rotary, RMSNorm, SiLU MLP, 1 KV head for 2"),
+        ModelSpec("llama_past", lambda: WithPast(_llama_lm), _past_inputs(1), ["logits", *present], PAST,
+                  notes="grouped-query attention with a KV cache; total = past + seq"),
+        ModelSpec("qwen2", _qwen2, text, ["logits"], TEXT),
+        ModelSpec("roberta", _roberta, text, ["last_hidden_state"], TEXT,
+                  notes="position ids from the cumulative sum of the non-pad mask"),
+        ModelSpec("albert", _albert, text, ["last_hidden_state", "pooler_output"], TEXT),
+        ModelSpec("deberta_v2", _deberta_v2, text, ["last_hidden_state"], TEXT,
+                  notes="disentangled relative-position attention"),
+        ModelSpec("bart", _bart, t5_inputs, ["last_hidden_state"], t5_settings),
+        ModelSpec("opt", _opt, text, ["logits"], TEXT),
+        ModelSpec("bloom", _bloom, text, ["logits"], TEXT, notes="ALiBi position biases"),
         ModelSpec("t5_encoder", _t5_encoder, text, ["last_hidden_state"], TEXT, exporters=T5_EXPORTERS,
                   notes=T5_NOTE),
         ModelSpec("t5", _t5, t5_inputs, ["last_hidden_state"], t5_settings, exporters=T5_EXPORTERS,
                   notes="encoder-decoder, no cache; the decoder's last hidden state. " + T5_NOTE),
+        ModelSpec("swin", _swin, [InputSpec("pixel_values", ["batch", 3, 32, 32])], ["last_hidden_state"],
+                  [{"batch": 1}, {"batch": 2}], exporters=("legacy",),
+                  notes="shifted windows: roll, window partition. " + T5_NOTE),
+        ModelSpec("segformer", _segformer, [InputSpec("pixel_values", ["batch", 3, "height", "width"])],
+                  ["logits"], [{"batch": 1, "height": 32, "width": 32}, {"batch": 2, "height": 64, "width": 48}],
+                  notes="bilinear upsampling of every stage to the first one's size"),
         ModelSpec("vit", _vit, [InputSpec("pixel_values", ["batch", 3, 32, 32])], ["last_hidden_state"],
                   [{"batch": 1}, {"batch": 3}]),
     ]
@@ -411,6 +533,18 @@ def export_one(spec: ModelSpec, exporter: str, path: str) -> None:
                                      dynamic_shapes=_dynamic_shapes(spec, _takes_varargs(model)), opset_version=OPSET_DYNAMO,
                                      dynamo=True, external_data=False, verbose=False)
             prog.save(path, external_data=False)
+            _strip_node_metadata(path)
+
+
+def _strip_node_metadata(path: str) -> None:
+    """Drops the dynamo exporter's per-node metadata (source stack traces, module
+    paths: most of the file); the graph itself is left as exported."""
+    import onnx
+
+    model = onnx.load(path)
+    for node in model.graph.node:
+        del node.metadata_props[:]
+    onnx.save(model, path)
 
 
 def _takes_varargs(model: nn.Module) -> bool:

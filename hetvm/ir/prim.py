@@ -251,7 +251,21 @@ def mul(a: IntLike, b: IntLike) -> PrimExpr:
     a, b = _as_expr(a), _as_expr(b)
     if isinstance(a, IntImm) and isinstance(b, IntImm):
         return IntImm(a.value * b.value)
+    for x, y in ((a, b), (b, a)):
+        if _is_min_one_of(y, x):
+            return x  # n * min(1, n) == n for n >= 0 (the broadcast of n with n)
     return _from_poly(_poly_mul(_to_poly(a), _to_poly(b)))
+
+
+def _is_min_one_of(e: PrimExpr, n: PrimExpr) -> bool:
+    """``e`` is ``min(1, n)`` (either order), ``n`` a non-negative expression."""
+    if not isinstance(e, Min):
+        return False
+    for one, other in ((e.a, e.b), (e.b, e.a)):
+        if isinstance(one, IntImm) and one.value == 1 and prove_equal(other, n):
+            lo = bounds(n)[0]
+            return lo is not None and lo >= 0
+    return False
 
 
 def floordiv(a: IntLike, b: IntLike) -> PrimExpr:
@@ -323,8 +337,49 @@ def _minmax(a: IntLike, b: IntLike, *, is_min: bool) -> PrimExpr:
         return a if is_min else b
     if lo is not None and lo >= 0:  # a >= b
         return b if is_min else a
+    nested = _absorb(a, b, is_min=is_min)
+    if nested is not None:
+        return nested
     first, second = sorted((a, b), key=_atom_key)
     return Min(first, second) if is_min else Max(first, second)
+
+
+def _le(u: PrimExpr, v: PrimExpr) -> bool:
+    """``u <= v`` provably (by the bounds of ``u - v``)."""
+    hi = bounds(sub(u, v))[1]
+    return hi is not None and hi <= 0
+
+
+def _absorb(a: PrimExpr, b: PrimExpr, *, is_min: bool) -> PrimExpr | None:
+    """min/max against a nested min/max that bounds decide: ``max(n, min(n, 64))``
+    is ``n``, ``min(1, min(n, 64))`` is ``min(1, n)``. Without these, broadcasting
+    ``n`` against ``min(n, 64)`` (BERT-style position ids sliced from a table) nests
+    a larger expression at every layer. None when nothing simplifies."""
+    for x, y in ((a, b), (b, a)):
+        if not isinstance(y, (Min, Max)):
+            continue
+        p, q = y.a, y.b
+        if is_min:
+            if isinstance(y, Max) and (_le(x, p) or _le(x, q)):
+                return x  # x <= max(p, q)
+            if isinstance(y, Min):
+                if _le(p, x) or _le(q, x):
+                    return y  # min(p, q) <= x
+                if _le(x, q):
+                    return _minmax(x, p, is_min=True)  # q is never the least
+                if _le(x, p):
+                    return _minmax(x, q, is_min=True)
+        else:
+            if isinstance(y, Min) and (_le(p, x) or _le(q, x)):
+                return x  # min(p, q) <= x
+            if isinstance(y, Max):
+                if _le(x, p) or _le(x, q):
+                    return y  # x <= max(p, q)
+                if _le(q, x):
+                    return _minmax(x, p, is_min=False)
+                if _le(p, x):
+                    return _minmax(x, q, is_min=False)
+    return None
 
 
 def simplify(e: IntLike) -> PrimExpr:

@@ -36,20 +36,6 @@ SIM, CPU = VDevice("sim", 0), VDevice("llvm", 0)
 
 #: run in the default suite (one of each family, both exporters); the rest is slow
 FAST = {"resnet_legacy.onnx", "mobilenet_v3_dynamo.onnx", "vit_legacy.onnx", "gpt2_past_dynamo.onnx"}
-#: files that fail only for an operator another change adds: (file -> (op, opset));
-#: expected to fail (strictly) while hetvm has no converter for the op, then to pass
-NEEDS_OP: dict[str, tuple[str, int]] = {
-    **{f"{m}_legacy.onnx": ("Range", 17) for m in ("bert", "distilbert", "gpt2", "gpt2_past", "t5_encoder", "t5")},
-    **{f"{m}_dynamo.onnx": ("GatherND", 18) for m in ("bert", "distilbert", "gpt2", "gpt2_past")},
-    "convnext_dynamo.onnx": ("Range", 18),  # as_strided's index arithmetic: Range(0, batch)
-}
-
-
-def _missing_op(file: str) -> str | None:
-    from hetvm.frontend.onnx_ops import lookup
-
-    op = NEEDS_OP.get(file)
-    return None if op is None or lookup(*op) is not None else op[0]
 
 
 def draw_inputs(entry: dict[str, Any], setting: dict[str, int], seed: int) -> dict[str, np.ndarray]:
@@ -75,9 +61,6 @@ def _params() -> list[Any]:
     out = []
     for file in sorted(MANIFEST):
         marks = [] if file in FAST else [pytest.mark.slow]
-        missing = _missing_op(file)
-        if missing is not None:
-            marks.append(pytest.mark.xfail(strict=True, reason=f"needs {missing} (ops helper)"))
         out.append(pytest.param(file, marks=marks, id=file[: -len(".onnx")]))
     return out
 
@@ -118,7 +101,7 @@ def test_corpus_covers_both_exporters_and_each_family():
     exporters = {e["exporter"] for e in MANIFEST.values()}
     models = {e["model"] for e in MANIFEST.values()}
     assert exporters == {"legacy", "dynamo"}
-    assert {"resnet", "convnext", "bert", "gpt2_past", "t5", "vit"} <= models
+    assert {"resnet", "convnext", "bert", "gpt2_past", "llama_past", "t5", "bart", "vit", "segformer"} <= models
     for entry in MANIFEST.values():
         assert len(entry["settings"]) == 2 and entry["dynamic_dims"], entry["file"]
         assert os.path.getsize(os.path.join(CORPUS, entry["file"])) < 1 << 20

@@ -164,3 +164,17 @@ def test_folding_log_of_zero_prints_no_numpy_warning(kit):
         warnings.simplefilter("error")
         mod = from_onnx(model)
     assert mod is not None
+
+
+def test_tile_by_shape_values(kit):
+    """DeBERTa tiles the relative-position keys by batch: Tile's repeats are
+    shape values, (batch, 1, 1) here."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["sx"]),
+        _c("i0", [0]), helper.make_node("Gather", ["sx", "i0"], ["b"], axis=0),
+        _c("ones", [1, 1]), helper.make_node("Concat", ["b", "ones"], ["reps"], axis=0),
+        helper.make_node("Tile", ["table", "reps"], ["y"]),
+    ]  # fmt: skip
+    table = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+    model = kit.model(nodes, {"x": ("float32", ["batch", 4])}, ["y"], {"table": table})
+    _check_at(kit, model, [{"x": np.zeros((n, 4), np.float32)} for n in (1, 3)])

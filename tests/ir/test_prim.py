@@ -154,3 +154,35 @@ def test_same_named_variables_canonicalise_independently_of_order():
     assert P.prove_equal(a * b, b * a)
     assert P.prove_equal(a * b + a, b * a + a)
     assert P.prove_equal(P.min_(n1, n2), P.min_(n2, n1))
+
+
+def test_nested_min_max_that_bounds_decide_collapse():
+    """Broadcasting n against min(n, 64) (position ids sliced from a 64-row table)
+    gave max(n, min(n, 64)) * min(1, min(n, min(n, 64))): kept, it nested once more
+    per layer (DeBERTa's import took minutes). Each rule is checked by evaluation."""
+    n, m = P.PrimVar("n"), P.PrimVar("m")
+    capped = P.min_(n, 64)
+    cases = {
+        P.max_(n, capped): n,
+        P.max_(capped, n): n,
+        P.min_(n, P.max_(n, m)): n,
+        P.min_(n, capped): capped,
+        P.max_(n, P.max_(n, m)): P.max_(n, m),
+        P.min_(1, capped): P.min_(1, n),
+        P.max_(64, P.max_(n, 3)): P.max_(n, 64),
+        P.mul(n, P.min_(1, n)): n,
+        P.mul(P.max_(n, capped), P.min_(1, P.min_(n, capped))): n,
+    }
+    for expr, want in cases.items():
+        assert P.prove_equal(expr, want) and P.to_str(expr) == P.to_str(want), (P.to_str(expr), P.to_str(want))
+        for nv in (0, 1, 5, 64, 100):
+            for mv in (0, 3, 70):
+                env = {n: nv, m: mv}
+                assert P.evaluate(expr, env) == P.evaluate(want, env)
+
+
+def test_min_max_that_bounds_cannot_decide_are_kept():
+    n, m = P.PrimVar("n"), P.PrimVar("m")
+    assert isinstance(P.max_(n, P.min_(m, 64)), P.Max)
+    assert isinstance(P.min_(1, P.min_(n, m)), P.Min)
+    assert not P.prove_equal(P.mul(n, P.min_(1, m)), n)

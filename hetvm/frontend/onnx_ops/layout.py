@@ -27,15 +27,18 @@ def _tile(ctx: ConvertContext, node: NodeView) -> Any:
     broadcast to (r0, d0, r1, d1, ...), reshape to (r0*d0, r1*d1, ...)."""
     x = ctx.tensor(0, "input")
     shape = _shape(ctx, x)
-    reps = ctx.ints(node.input(1), "repeats")
+    # repeats may be shape values (DeBERTa tiles by batch // heads): symbolic is fine
+    reps = ctx.dims(node.input(1), "repeats")
     if reps is None or len(reps) != len(shape):
-        raise ctx.error(f"repeats needs one value per input dim ({len(shape)}), got {reps}")
-    if any(r < 0 for r in reps):
-        raise ctx.error(f"repeats must be non-negative, got {reps}")
-    if all(r == 1 for r in reps):
+        shown = None if reps is None else [P.to_str(r) for r in reps]
+        raise ctx.error(f"repeats needs one value per input dim ({len(shape)}), got {shown}")
+    consts = [P.const_value(r) for r in reps]
+    if any(c is not None and c < 0 for c in consts):
+        raise ctx.error(f"repeats must be non-negative, got {[P.to_str(r) for r in reps]}")
+    if all(c == 1 for c in consts):
         return x
     inter = [d for dim in shape for d in (P.IntImm(1), dim)]
-    target = [d for r, dim in zip(reps, shape) for d in (P.IntImm(r), dim)]
+    target = [d for r, dim in zip(reps, shape) for d in (r, dim)]
     y = ctx.call("reshape", x, tuple(inter))
     y = ctx.call("broadcast_to", y, tuple(target))
     return ctx.call("reshape", y, tuple(P.mul(r, dim) for r, dim in zip(reps, shape)))
