@@ -147,8 +147,24 @@ def build(
     """
     if executor not in ("vm", "graph"):
         raise HetvmError(f"unknown executor '{executor}' (expected 'vm' or 'graph')")
+    _check_has_entry(mod)
     with _gc_paused():
         return _build(mod, target, target_host, executor, plan_memory, instruments, plan_devices_options)
+
+
+def _check_has_entry(mod: IRModule) -> None:
+    """A private function is no entry point (it has no global symbol), and dead
+    code elimination drops whatever no public function reaches: a module whose
+    functions are all private would build an executable with nothing to call."""
+    if not isinstance(mod, IRModule):
+        return  # lower() reports what it got
+    funcs = mod.functions
+    if funcs and all(f.attrs.get("private") for f in funcs.values()):
+        names = ", ".join(sorted(funcs))
+        raise HetvmError(
+            f"build: every function of the module is private ({names}), so the executable "
+            f"would expose none; make the entry function public (@R.function without private=True)"
+        )
 
 
 def _build(mod, target, target_host, executor, plan_memory, instruments, plan_devices_options):  # noqa: ANN001, ANN202

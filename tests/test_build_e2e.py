@@ -194,3 +194,65 @@ class Module:
         np.testing.assert_allclose(vm["main"](x, y).numpy(), np.exp(x + y), rtol=1e-6)
     with pytest.raises(hetvm.HetvmError, match="could not be broadcast"):
         vm["main"](np.ones((2, 2), "float32"), np.ones((3, 2), "float32"))
+
+
+def test_function_held_in_a_variable_is_called_by_name():
+    from hetvm.script import from_source
+
+    mod = from_source(
+        """
+@I.ir_module
+class Module:
+    @R.function
+    def f(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        y = R.exp(x)
+        return y
+
+    @R.function
+    def main(x: R.Tensor((2,), "float32")):
+        cls = Module
+        g = cls.f
+        y = g(x)
+        return y
+"""
+    )
+    x = np.array([0.0, 1.0], "float32")
+    out = hetvm.VirtualMachine(hetvm.build(mod), [hetvm.cpu(0)])["main"](x)
+    np.testing.assert_allclose(out.numpy(), np.exp(x), rtol=1e-6)
+
+
+def test_module_of_private_functions_only_is_refused():
+    from hetvm.errors import HetvmError
+    from hetvm.script import from_source
+
+    mod = from_source(
+        """
+@I.ir_module
+class Module:
+    @R.function(private=True)
+    def main(x: R.Tensor((2,), "float32")):
+        return x
+"""
+    )
+    with pytest.raises(HetvmError, match=r"every function of the module is private \(main\)"):
+        hetvm.build(mod)
+
+
+@pytest.mark.parametrize("annotation", ["R.Any", "R.Object", "R.Tuple(R.Any, R.Tensor((2,), 'float32'))"])
+def test_result_annotated_any_builds_and_runs(annotation):
+    from hetvm.script import from_source
+
+    body = "(y, y)" if annotation.startswith("R.Tuple") else "y"
+    mod = from_source(
+        f"""
+@R.function
+def main(x: R.Tensor((2,), "float32")) -> {annotation}:
+    y = R.exp(x)
+    z = {body}
+    return z
+"""
+    )
+    x = np.array([0.0, 1.0], "float32")
+    out = hetvm.VirtualMachine(hetvm.build(mod), [hetvm.cpu(0)])["main"](x)
+    first = out[0] if isinstance(out, (tuple, list)) else out
+    np.testing.assert_allclose(first.numpy(), np.exp(x), rtol=1e-6)

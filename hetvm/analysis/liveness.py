@@ -41,7 +41,7 @@ from typing import Iterable
 from ..ir import expr as E
 from ..ir import struct_info as S
 from ..ir.module import IRModule
-from ..op.effects import Result
+from ..op.effects import Result, is_kill, is_storage_alloc
 from .values import EMPTY, FunctionValues, Loc, LocKind, PointsTo, analyze_values, flatten
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "merge_intervals",
     "intervals_overlap",
     "exclusive",
+    "kill_op_for",
 ]
 
 Interval = tuple[int, int]  # inclusive (first, last) positions
@@ -132,6 +133,7 @@ class Liveness:
     _loc_read: set = field(default_factory=set)  # locations some read touches
     _escaping_objects: set = field(default_factory=set)
     _aliases: dict[E.Var, list[E.Var]] = field(default_factory=dict)
+    _killed: set = field(default_factory=set)  # variables the IR already kills
 
     # -- intervals -----------------------------------------------------------------
     def end(self, loc: Loc) -> int:
@@ -186,6 +188,26 @@ class Liveness:
     def aliases(self, var: E.Var) -> list[E.Var]:
         """Other names for ``var``'s object that some binding reads, in program order."""
         return list(self._aliases.get(var, ()))
+
+    def kills_in(self, seq: E.SeqExpr) -> dict[int, list[tuple[str, E.Var]]]:
+        """The kills of one frame: binding index -> (kill op, variable) to run
+        after it, in order (other names for an object cleared before it). What
+        KillAfterLastUse inserts and the peak simulation replays."""
+        v = self.values
+        out: dict[int, list[tuple[str, E.Var]]] = {}
+        for block in seq.blocks:
+            for b in block.bindings:
+                var = b.var
+                if var in self._killed or v.owner(var) is not var:
+                    continue
+                op = kill_op_for(var, v.value_of.get(var))
+                at = self.kill_point(var) if op is not None else None
+                if op is None or at is None:
+                    continue
+                kills = out.setdefault(at, [])
+                kills.extend(("vm.kill_object", a) for a in self.aliases(var) if v.frame_of.get(a) is seq)
+                kills.append((op, var))
+        return out
 
     def frame_positions(self, seq: E.SeqExpr) -> list[tuple[int, int]]:
         """Position range of each binding of ``seq`` (flattened over its blocks)."""
@@ -284,6 +306,8 @@ class _Walker:
                     self.accesses(value, acc)
                 self.record(pos, acc)
                 free.extend(a for a in acc if a[0] not in defined)
+                if is_kill(value) and isinstance(value.args[0], E.Var):
+                    self.out._killed.add(value.args[0])
                 var = binding.var
                 defined.add(var)
                 self.out.def_pos[var] = pos
@@ -354,8 +378,6 @@ def analyze_liveness(
 def kill_op_for(var: E.Var, value: E.Expr | None) -> str | None:
     """Which kill releases ``var``'s object: storage, tensor or register (None:
     shapes, prim values and functions are not killed)."""
-    from ..op.effects import is_storage_alloc
-
     sinfo = var.struct_info
     if isinstance(sinfo, (S.ShapeStructInfo, S.PrimStructInfo, S.FuncStructInfo)):
         return None

@@ -4,8 +4,9 @@
 runtime see": per function and device index, the arena bytes, the lower bound
 any plan must meet, the bytes without any reuse, whether returned tensors sit
 in the plan, and the peak the runtime allocator will report for one call
-(simulated on the final lowered program, see
-``hetvm.transform.memory_planning.peak_sim``).
+(simulated, see ``hetvm.transform.memory_planning.peak_sim``: on the lowered
+program as it is, or right after planning with the kills the liveness
+analysis says KillAfterLastUse will insert -- the report runs no pass).
 
 ``check_no_overlap(mod)`` re-derives every carved tensor's lifetime and byte
 range from the IR itself (not from the plan's facts) and raises
@@ -48,8 +49,9 @@ def _bindings(seq: E.SeqExpr):
                 yield from _bindings(value.false_branch)
 
 
-def _needs_lowering(mod: IRModule) -> bool:
-    """True unless the module is already after LowerAllocTensor + KillAfterLastUse."""
+def _kills_pending(mod: IRModule) -> bool:
+    """True unless the module is already after LowerAllocTensor + KillAfterLastUse
+    (then its kills are still to come: the simulation replays them)."""
     has_kill = False
     for func in mod.functions.values():
         for b in _bindings(func.body):
@@ -58,17 +60,6 @@ def _needs_lowering(mod: IRModule) -> bool:
                 return True
             has_kill |= is_kill(b.value)  # type: ignore[attr-defined]
     return not has_kill
-
-
-def _lowered(mod: IRModule) -> IRModule:
-    if not _needs_lowering(mod):
-        return mod
-    # Late import: the report may be asked for right after planning; the two
-    # passes that follow the planner are what the runtime will execute.
-    from ..transform.kill_after_last_use import KillAfterLastUse
-    from ..transform.lower_alloc_tensor import LowerAllocTensor
-
-    return KillAfterLastUse()(LowerAllocTensor()(mod))
 
 
 def memory_plan_report(mod: IRModule) -> dict[str, dict[int, dict[str, Any]]]:
@@ -88,12 +79,14 @@ def memory_plan_report(mod: IRModule) -> dict[str, dict[int, dict[str, Any]]]:
         raise MemoryPlanError(
             "module has no memory plan (mod.attrs['memory_plan']); run StaticPlanBlockMemory first"
         )
-    lowered = _lowered(mod)
+    # right after planning, the kills are the liveness analysis's kill points
+    # (what KillAfterLastUse will insert), replayed by the simulation: no pass runs
+    derive_kills = _kills_pending(mod)
     report: dict[str, dict[int, dict[str, Any]]] = {}
     for name, facts in plan["functions"].items():
-        if name not in lowered:
+        if name not in mod:
             continue
-        prediction = predict_peak(lowered, name)
+        prediction = predict_peak(mod, name, derive_kills)
         devices: dict[int, dict[str, Any]] = {}
         fact_devs = {int(k): v for k, v in facts.get("devices", {}).items()}
         for dev in sorted(set(fact_devs) | set(prediction.peak)):

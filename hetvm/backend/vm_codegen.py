@@ -229,6 +229,17 @@ class _FunctionCodegen:
             dst = self.define(var)
             self.code.append(B.Call(dst, callee.name_hint, args))
             return
+        if isinstance(callee, E.Var):
+            ref = self.reg_of.get(callee)
+            if ref is not None and ref[0] == "f":  # `g = cls.f; g(x)`: the function is known
+                dst = self.define(var)
+                self.code.append(B.Call(dst, ref[1], args))
+                return
+            raise HetvmError(
+                f"codegen: in {self.name}, '{callee.name_hint}' holds a function chosen at run "
+                f"time (a parameter or an If's result); hetvm's VM calls functions by name: "
+                f"call the module function itself (cls.f(x))"
+            )
         raise HetvmError(f"codegen: cannot call a {type(callee).__name__} in {self.name}")
 
     def emit_op(self, var: E.Var, call: E.Call, name: str) -> None:

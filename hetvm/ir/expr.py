@@ -88,17 +88,25 @@ def replace(node: Any, **changes: Any) -> Any:
     return dataclasses.replace(node, **changes)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, init=False)
 class Var(Expr):
-    """A variable bound once: a function parameter or a binding's left side."""
+    """A variable bound once: a function parameter or a binding's left side.
+
+    ``Var("x", sinfo)`` takes the struct info as the second positional argument
+    too, as TVM's ``relax.Var("x", R.Tensor(...))``."""
 
     name_hint: str
+
+    def __init__(self, name_hint: str, struct_info: StructInfo | None = None, *, span: Span | None = None) -> None:
+        object.__setattr__(self, "name_hint", name_hint)
+        object.__setattr__(self, "struct_info", struct_info)
+        object.__setattr__(self, "span", span)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name_hint})"
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False, init=False)
 class DataflowVar(Var):
     """A variable local to a dataflow block (may not escape it)."""
 

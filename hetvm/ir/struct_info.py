@@ -39,6 +39,12 @@ def _shape_tuple(values: Iterable[IntLike] | None) -> tuple[PrimExpr, ...] | Non
     return tuple(prim.as_prim(v) for v in values)
 
 
+def _check_ndim(ndim: int, what: str) -> None:
+    """``ndim`` is a rank or -1 (unknown), as in TVM; -2 is no rank at all."""
+    if not isinstance(ndim, int) or isinstance(ndim, bool) or ndim < -1:
+        raise StructInfoError(f"{what} ndim must be a non-negative integer or -1 (unknown), got {ndim!r}")
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class ShapeStructInfo(StructInfo):
     values: tuple[PrimExpr, ...] | None
@@ -46,6 +52,7 @@ class ShapeStructInfo(StructInfo):
 
     def __init__(self, values: Sequence[IntLike] | None = None, ndim: int = -1) -> None:
         vals = _shape_tuple(values)
+        _check_ndim(ndim, "shape")
         if vals is not None:
             if ndim not in (-1, len(vals)):
                 raise StructInfoError(f"shape {vals} does not have ndim {ndim}")
@@ -69,6 +76,7 @@ class TensorStructInfo(StructInfo):
         vdevice: VDevice | None = None,
     ) -> None:
         vals = _shape_tuple(shape)
+        _check_ndim(ndim, "tensor")
         if vals is not None:
             if ndim not in (-1, len(vals)):
                 raise StructInfoError(f"tensor shape {vals} does not have ndim {ndim}")

@@ -39,7 +39,11 @@ def make_call(
     sinfo_args: Sequence[S.StructInfo] = (),
     span: Any = None,
 ) -> E.Call:
-    """Builds a call of a registered op, inferring struct info when the args have it."""
+    """Builds a call of a registered op, inferring struct info when the args have it.
+
+    A bare ``PrimExpr`` argument (``T.float32(2.0)``, ``n * 2``) is its PrimValue,
+    as TVM's parser converts it."""
+    args = [E.PrimValue(a) if isinstance(a, P.PrimExpr) else a for a in args]
     for i, arg in enumerate(args):
         if not isinstance(arg, E.Expr):
             raise fail(

@@ -20,8 +20,12 @@ UNARY_MATH = (
 
 def _infer_binary(call: E.Call, result_dtype: str | None) -> S.StructInfo:
     op = call.op.name  # type: ignore[attr-defined]
-    a = tensor_arg(call, 0, "lhs")
-    b = tensor_arg(call, 1, "rhs")
+    a = _operand(call, 0, "lhs")
+    b = _operand(call, 1, "rhs")
+    if a is None and b is None:
+        raise fail(op, "needs a tensor operand (both operands are prim values)")
+    a = b if a is None else a  # a prim value broadcasts as a 0-d tensor of its dtype
+    b = a if b is None else b
     if a.dtype is not None and b.dtype is not None and a.dtype != b.dtype:
         raise fail(op, f"operand dtypes differ: lhs is {a.dtype}, rhs is {b.dtype}")
     dtype = result_dtype if result_dtype is not None else (a.dtype or b.dtype)
@@ -30,6 +34,20 @@ def _infer_binary(call: E.Call, result_dtype: str | None) -> S.StructInfo:
         return S.TensorStructInfo(broadcast_shapes(op, a.shape, b.shape), dtype, vdevice=vdev)
     ndim = max(a.ndim, b.ndim) if a.ndim != -1 and b.ndim != -1 else -1
     return S.TensorStructInfo(None, dtype, ndim, vdev)
+
+
+def _operand(call: E.Call, index: int, what: str) -> S.TensorStructInfo | None:
+    """A tensor operand's struct info; None for a prim value (``R.add(x, y)`` with
+    ``y: R.Prim("float32")``, as TVM allows), after checking its dtype."""
+    sinfo = call.args[index].struct_info if index < len(call.args) else None
+    if isinstance(sinfo, S.PrimStructInfo):
+        other = call.args[1 - index].struct_info if len(call.args) == 2 else None
+        if isinstance(other, S.TensorStructInfo) and other.dtype is not None and other.dtype != sinfo.dtype:
+            op = call.op.name  # type: ignore[attr-defined]
+            raise fail(op, f"operand dtypes differ: {what} is the prim value {sinfo.dtype}, "
+                           f"the tensor is {other.dtype}")
+        return None
+    return tensor_arg(call, index, what)
 
 
 def _infer_unary(call: E.Call) -> S.StructInfo:

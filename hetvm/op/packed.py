@@ -86,6 +86,8 @@ def call_dps_packed(
         if not isinstance(device, VDevice):
             raise fail(op, f"device must be a VDevice, got {device!r}")
         attrs["device"] = device
+    if isinstance(args, E.Expr) and not isinstance(args.struct_info, S.TupleStructInfo):
+        args = E.Tuple((args,))  # TVM: one bare argument is a tuple of one
     call_args = [_as_extern(op, func), as_tuple_arg(op, args)]
     return make_call(op, call_args, attrs, [_out_sinfo(op, out_sinfo)])
 

@@ -113,15 +113,12 @@ class NDArray(BlockHolder):
         return not self._released and not self.allocation.freed
 
     def numpy(self) -> np.ndarray:
-        """A host copy of the contents."""
+        """A host copy of the contents, from any device (as TVM's and CuPy's arrays
+        give): an explicit request to read is a copy, not a device mismatch. The
+        strictness about where data lives is the kernels' (a kernel never reads a
+        tensor on another device)."""
         self._check_alive("numpy()")
-        api = get_api(self.device)
-        if not api.host_readable:
-            raise HetvmRuntimeError(
-                f"NDArray {self.shape} {self.dtype} lives on {self.device}, whose memory host "
-                f"code cannot read; copy it first: arr.copyto(hetvm.cpu(0)).numpy()"
-            )
-        return np.array(api.to_host(self._data), copy=True)
+        return np.array(get_api(self.device).to_host(self._data), copy=True)
 
     def copyto(self, target: Device | NDArray) -> NDArray:
         """A copy on another device (or into an existing NDArray, returned)."""

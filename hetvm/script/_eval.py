@@ -99,6 +99,9 @@ class Evaluator(OpCallMixin, FormsMixin):
         )
 
     def _eval_Attribute(self, node: ast.Attribute) -> Any:
+        spelled = _tvm_script_namespace(node, self.scope)
+        if spelled is not None:
+            return spelled
         base = self.eval(node.value)
         if isinstance(base, Namespace):
             return base.child(node.attr)
@@ -133,6 +136,8 @@ class Evaluator(OpCallMixin, FormsMixin):
 
     def _eval_UnaryOp(self, node: ast.UnaryOp) -> Any:
         value = self.eval(node.operand)
+        if isinstance(node.op, ast.USub) and isinstance(value, E.Expr):
+            return self._relax_operator(node, "negative", value)
         numeric = isinstance(value, (int, float, P.PrimExpr)) and not isinstance(value, bool)
         if isinstance(node.op, ast.USub) and numeric:
             return -value
@@ -144,13 +149,45 @@ class Evaluator(OpCallMixin, FormsMixin):
         a, b = self.eval(node.left), self.eval(node.right)
         return self._arith(node, a, b)
 
+    def _eval_Compare(self, node: ast.Compare) -> Any:
+        if len(node.ops) != 1:
+            raise self.err(node, "chained comparisons are not supported")
+        a, b = self.eval(node.left), self.eval(node.comparators[0])
+        name = _COMPARE_OPS.get(type(node.ops[0]))
+        if not (isinstance(a, E.Expr) and isinstance(b, E.Expr)) or name is None:
+            raise self.err(
+                node,
+                "comparisons are supported between Relax values only (<, <=, >, >=: "
+                "R.less ...; TVM does not overload == and !=, use R.equal / R.not_equal)",
+            )
+        return self._relax_operator(node, name, a, b)
+
+    def _relax_operator(self, node: ast.AST, name: str, *operands: Any) -> E.Expr:
+        """``x + y`` on Relax values is ``R.add(x, y)``, as TVM's ``Expr`` operators."""
+        for value in operands:
+            if not isinstance(value, E.Expr):
+                raise self.err(
+                    node,
+                    f"the operator on Relax values needs Relax operands (TVM: convert "
+                    f"{describe(value)} with R.const(...) first)",
+                )
+        from ._ops import resolve_ctor
+
+        ctor = resolve_ctor(name)
+        assert ctor is not None
+        try:
+            return self.span_of(ctor(*operands), node)
+        except HetvmError as e:
+            raise self.err(node, f"R.{name}: {e}") from None
+
     def _arith(self, node: ast.BinOp, a: Any, b: Any) -> Any:
         ok = (int, P.PrimExpr)
         if isinstance(a, bool) or isinstance(b, bool) or not (isinstance(a, ok) and isinstance(b, ok)):
             if isinstance(a, (E.Expr)) or isinstance(b, E.Expr):
-                raise self.err(
-                    node, "arithmetic operators on Relax values are not supported; use R.add, R.multiply ..."
-                )
+                name = _RELAX_BINOPS.get(type(node.op))
+                if name is None:
+                    raise self.err(node, f"unsupported operator {type(node.op).__name__} on Relax values")
+                return self._relax_operator(node, name, a, b)
             raise self.err(node, "arithmetic is only supported on integers and shape variables")
         ops = {
             ast.Add: P.add, ast.Sub: P.sub, ast.Mult: P.mul, ast.FloorDiv: P.floordiv,
@@ -273,7 +310,7 @@ class Evaluator(OpCallMixin, FormsMixin):
         if isinstance(node, ast.Constant):
             v = node.value
             if isinstance(v, str):
-                return self.define_symbol(v)
+                return self._string_dim(v, node)
             if isinstance(v, bool):
                 return P.IntImm(int(v), "bool")
             if isinstance(v, int):
@@ -306,6 +343,29 @@ class Evaluator(OpCallMixin, FormsMixin):
             if isinstance(value, int) and not isinstance(value, bool):
                 return P.IntImm(value)
         raise self.err(node, "expected a shape expression (integers, shape variables, + - * // %)")
+
+    def _string_dim(self, text: str, node: ast.AST) -> P.PrimExpr:
+        """``"n"`` names (and defines) a shape variable; ``"n * 2"`` is an expression
+        over variables defined already (TVM: the signature's plain names), never a
+        new variable, so ``("m + 1", "m * 2")`` alone is an error as in TVM."""
+        if text.isidentifier():
+            return self.define_symbol(text)
+        try:
+            tree = ast.parse(text.strip(), mode="eval")
+        except SyntaxError:
+            raise self.err(node, f"cannot read the dimension {text!r} as a shape expression") from None
+        for sub in ast.walk(tree):
+            if isinstance(sub, ast.Name) and self.symbol(sub.id) is None:
+                raise self.err(
+                    node,
+                    f"the dimension {text!r} uses '{sub.id}', which is not defined; a string "
+                    f"dimension that is an expression reads variables defined elsewhere "
+                    f"(e.g. by a plain \"{sub.id}\" dimension)",
+                )
+        try:
+            return self.prim(tree.body)
+        except ParseError as e:
+            raise self.err(node, f"in the dimension {text!r}: {e.raw_message}") from None
 
     def shape_values(self, node: ast.AST) -> tuple[P.PrimExpr, ...]:
         if not isinstance(node, (ast.List, ast.Tuple)):
@@ -345,3 +405,32 @@ class Evaluator(OpCallMixin, FormsMixin):
             return normalize(call)
         except HetvmError as e:
             raise self.err(node, str(e)) from None
+
+
+# TVM's ``Expr`` operator overloads (relax/expr.py); == and != are not overloaded
+_RELAX_BINOPS = {
+    ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide",
+    ast.FloorDiv: "floor_divide", ast.Mod: "mod", ast.Pow: "power",
+}  # fmt: skip
+_COMPARE_OPS = {ast.Lt: "less", ast.Gt: "greater", ast.LtE: "less_equal", ast.GtE: "greater_equal"}
+
+_TVM_SCRIPT_KINDS = {"relax": "relax", "ir": "ir", "tir": "tir", "tirx": "tir"}
+
+
+def _tvm_script_namespace(node: ast.Attribute, scope: FunctionScope) -> Namespace | None:
+    """``tvm.script.ir_module``, ``tvm.script.relax.function`` ...: TVM's fully
+    qualified spellings of the dialect names (``import tvm`` in a test file)."""
+    parts: list[str] = []
+    cur: ast.AST = node
+    while isinstance(cur, ast.Attribute):
+        parts.append(cur.attr)
+        cur = cur.value
+    if not (isinstance(cur, ast.Name) and cur.id == "tvm" and scope.lookup("tvm") is None):
+        return None
+    parts.reverse()
+    if len(parts) < 2 or parts[0] != "script":
+        return None
+    if parts[1] == "ir_module":
+        return Namespace("ir", tuple(parts[1:]))
+    kind = _TVM_SCRIPT_KINDS.get(parts[1])
+    return Namespace(kind, tuple(parts[2:])) if kind is not None else None

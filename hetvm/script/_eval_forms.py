@@ -101,8 +101,14 @@ class FormsMixin:
         if name == "Tensor":
             a = self.bind_args(node, fname, ["shape", "dtype", "vdevice", "ndim"], 0)
             shape = None
-            if "shape" in a and not is_none(a["shape"]):
-                shape = self.shape_values(a["shape"])
+            first = a.get("shape")
+            if isinstance(first, ast.Constant) and isinstance(first.value, str) and "dtype" not in a:
+                a["dtype"] = a.pop("shape")  # TVM: R.Tensor("float32") is a dtype
+            elif "shape" in a and not is_none(a["shape"]):
+                shape = self._tensor_shape(a["shape"])
+                if isinstance(shape, int):
+                    a.setdefault("ndim", ast.Constant(shape))
+                    shape = None
             dtype = self._opt_literal(a, "dtype", str, fname)
             ndim = self._opt_literal(a, "ndim", int, fname)
             vdev = self._opt_literal(a, "vdevice", str, fname)
@@ -147,6 +153,17 @@ class FormsMixin:
         if purity is None:  # TVM's defaults: an opaque callable may have effects
             purity = params is not None
         return S.FuncStructInfo(params, ret, purity)
+
+    def _tensor_shape(self, node: ast.AST) -> tuple[P.PrimExpr, ...] | int:
+        """A tensor's shape: dims, or a variable holding a shape (``R.Tensor(sh)``
+        with ``sh: R.Shape([m, n])`` -> its values; only its rank when unknown)."""
+        if isinstance(node, ast.Name) and self.scope.lookup(node.id) is not None:
+            var = self.scope.lookup(node.id)
+            sinfo = var.struct_info  # type: ignore[union-attr]
+            if isinstance(sinfo, S.ShapeStructInfo):
+                return sinfo.values if sinfo.values is not None else sinfo.ndim
+            raise self.err(node, f"R.Tensor's shape '{node.id}' is not a shape, it is {S.describe(sinfo)}")
+        return self.shape_values(node)
 
     def _opt_literal(self, a: dict[str, ast.AST], key: str, kind: type, fname: str) -> Any:
         if key not in a:

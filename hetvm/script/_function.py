@@ -49,18 +49,58 @@ def decorator_flags(ev: Evaluator, fdef: ast.FunctionDef) -> dict[str, bool]:
     return flags
 
 
-def _sym_declaration(ev: Evaluator, node: ast.stmt) -> tuple[str, str] | None:
-    """``n = T.int64()`` -> ("n", "int64"), else None."""
+def _sym_declarations(ev: Evaluator, node: ast.stmt) -> list[tuple[str, str]] | None:
+    """``n = T.int64()`` -> [("n", "int64")]; ``m, n = T.int64(), T.int64()`` ->
+    both (TVM reads each target against its value); else None."""
     if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
         return None
     target, value = node.targets[0], node.value
-    if not (isinstance(target, ast.Name) and isinstance(value, ast.Call)):
+    if isinstance(target, ast.Name):
+        dtype = _declared_dtype(ev, value)
+        return [(target.id, dtype)] if dtype is not None else None
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)):
+        if len(target.elts) != len(value.elts) or not all(isinstance(t, ast.Name) for t in target.elts):
+            return None
+        dtypes = [_declared_dtype(ev, v) for v in value.elts]
+        if any(d is None for d in dtypes):
+            return None
+        return [(t.id, d) for t, d in zip(target.elts, dtypes)]  # type: ignore[attr-defined,misc]
+    return None
+
+
+def _signature_dim_names(fdef: ast.FunctionDef) -> list[str]:
+    """Plain names written as string dims in the parameters' shapes
+    (``R.Tensor(("n", "m * 2"))`` -> ["n"]), in order: TVM defines them all before
+    reading any parameter, so an expression dim may use a name a later one defines."""
+    names: list[str] = []
+    for arg in fdef.args.args:
+        if arg.annotation is None:
+            continue
+        for sub in ast.walk(arg.annotation):
+            if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)):
+                continue
+            if sub.func.attr not in ("Tensor", "Shape"):
+                continue
+            shape = sub.args[0] if sub.args else next(
+                (k.value for k in sub.keywords if k.arg in ("shape", "values")), None
+            )
+            if isinstance(shape, (ast.List, ast.Tuple)):
+                for e in shape.elts:
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value.isidentifier():
+                        if e.value not in names:
+                            names.append(e.value)
+    return names
+
+
+def _declared_dtype(ev: Evaluator, value: ast.AST) -> str | None:
+    """``T.int64()`` (no arguments) -> "int64"."""
+    if not isinstance(value, ast.Call) or value.args or value.keywords:
         return None
-    if value.args or value.keywords or not isinstance(value.func, ast.Attribute):
+    if not isinstance(value.func, ast.Attribute):
         return None
     base = value.func.value
     if isinstance(base, ast.Name) and ev.env.aliases.get(base.id) == "tir" and is_dtype(value.func.attr):
-        return target.id, value.func.attr
+        return value.func.attr
     return None
 
 
@@ -78,9 +118,9 @@ class FunctionParser:
             if isinstance(node, ast.Name):
                 self.scope.taken.add(node.id)
             elif isinstance(node, ast.Assign):
-                decl = _sym_declaration(self.ev, node)
-                if decl is not None:
-                    self.sym_decls.append(decl)
+                decls = _sym_declarations(self.ev, node)
+                if decls is not None:
+                    self.sym_decls.extend(decls)
 
     def err(self, node: ast.AST | None, message: str) -> ParseError:
         return self.env.diag.error(node, message)
@@ -91,6 +131,15 @@ class FunctionParser:
         flags = decorator_flags(self.ev, fdef)
         for decl in self.sym_decls:
             self.ev.define_symbol(*decl)
+        declared = dict(self.sym_decls)
+        for name in _signature_dim_names(fdef):  # TVM: every plain string dim first
+            if declared.get(name, "int64") != "int64":
+                raise self.err(
+                    fdef,
+                    f"shape variable '{name}' is a dimension of the signature (int64) but is "
+                    f"declared '{name} = T.{declared[name]}()' in the body: the dtypes must agree",
+                )
+            self.ev.define_symbol(name)
         a = fdef.args
         if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
             raise self.err(fdef, "@R.function parameters must be plain annotated names")
@@ -149,6 +198,12 @@ class FunctionParser:
             ret = _annotated(ret, seq.struct_info)
         attrs = dict(self.attrs)
         if flags.get("private"):
+            if "global_symbol" in attrs:
+                raise self.err(
+                    self.fdef,
+                    f"function '{self.fdef.name}' is private but R.func_attr gives it a "
+                    f"global_symbol; a private function has none (drop one of the two)",
+                )
             attrs["private"] = True
         return E.Function(
             params, seq, ret, flags.get("pure", True), E.Attrs(attrs), span=self.env.diag.span(self.fdef)
@@ -164,11 +219,15 @@ class FunctionParser:
             self.expression_statement(stmt, out, in_dataflow, top)
             return
         if isinstance(stmt, ast.Assign):
-            if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
-                raise self.err(stmt, "an assignment must bind exactly one name (no unpacking)")
-            name = stmt.targets[0].id
-            if _sym_declaration(self.ev, stmt) is not None:
+            if _sym_declarations(self.ev, stmt) is not None:
                 return  # declared before the signature was read
+            if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+                raise self.err(
+                    stmt,
+                    "an assignment must bind exactly one name (no unpacking; "
+                    "only shape variables may be declared together: m, n = T.int64(), T.int64())",
+                )
+            name = stmt.targets[0].id
             if self._module_alias(stmt):
                 self.scope.module_aliases.add(name)
                 return
@@ -208,7 +267,15 @@ class FunctionParser:
                     raise self.err(stmt, "R.output(...) must be the last statement of a with R.dataflow() block")
         if not isinstance(call, ast.Call):
             raise self.err(stmt, "an expression statement must be a call (its result is bound to '_')")
-        self.binding("_", call, None, stmt, out, in_dataflow, frozenset())
+        var = self.binding("_", call, None, stmt, out, in_dataflow, frozenset())
+        sinfo = var.struct_info
+        if not (isinstance(sinfo, S.TupleStructInfo) and not sinfo.fields):
+            # TVM: only a void (empty tuple) result may be dropped; others must be named
+            raise self.err(
+                stmt,
+                f"the result of this call is {S.describe(sinfo)}, not void (R.Tuple()): "
+                f"bind it to a variable (e.g. '_ = ...' or 'y = ...')",
+            )
 
     def func_attr(self, call: ast.Call) -> None:
         a = self.ev.bind_args(call, "R.func_attr", ["attrs"], 1)

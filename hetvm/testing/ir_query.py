@@ -35,6 +35,24 @@ def bindings(mod: IRModule, name: str = "main") -> list[E.Binding]:
     return [b for blk in mod[name].body.blocks for b in blk.bindings]
 
 
+def variables_by_name(func: E.Function) -> dict[str, E.Var]:
+    """A function's parameters and binding variables (in branches too) by name;
+    where names repeat, an outer binding wins over its branches' and a later one
+    over an earlier."""
+    out = {p.name_hint: p for p in func.params}
+
+    def walk(seq: E.SeqExpr) -> None:
+        for block in seq.blocks:
+            for b in block.bindings:
+                if isinstance(b.value, E.If):  # type: ignore[attr-defined]
+                    walk(b.value.true_branch)  # type: ignore[attr-defined]
+                    walk(b.value.false_branch)  # type: ignore[attr-defined]
+                out[b.var.name_hint] = b.var
+
+    walk(func.body)
+    return out
+
+
 def op_calls(mod: IRModule, name: str = "main") -> list[Call]:
     """The values of those bindings that call a registered op."""
     return [b.value for b in bindings(mod, name) if isinstance(b.value, Call) and isinstance(b.value.op, Op)]  # type: ignore[attr-defined]

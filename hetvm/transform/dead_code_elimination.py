@@ -11,6 +11,8 @@ get their values, which later shapes may use (the long fuzz run found
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from ..analysis.reads import reads
 from ..ir import expr as E
 from ..ir import prim as P
@@ -80,9 +82,11 @@ def _referenced_globals(func: E.Function) -> set[str]:
 
 
 class DeadCodeElimination(Pass):
-    def __init__(self, entry_functions: tuple[str, ...] = ()) -> None:
+    def __init__(self, entry_functions: Sequence[str] | None = None) -> None:
+        """``entry_functions``: private functions kept as roots besides the public
+        ones; None (TVM's default spelling) or empty means the public ones only."""
         super().__init__("DeadCodeElimination")
-        self.entry_functions = entry_functions
+        self.entry_functions = tuple(entry_functions or ())
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         funcs: dict[str, E.Function] = {}

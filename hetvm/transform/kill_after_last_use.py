@@ -25,60 +25,34 @@ none).
 
 from __future__ import annotations
 
-from ..analysis.liveness import Liveness, analyze_liveness, kill_op_for
+from ..analysis.liveness import Liveness, analyze_liveness
 from ..ir import expr as E
 from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..ir.op_registry import get_op
-from ..op.effects import is_kill
 from .canonicalize_bindings import CanonicalizeBindings
 from .pass_infra import FunctionPass, PassContext
 
 UNIT = S.TupleStructInfo([])
 
 
-def _already_killed(seq: E.SeqExpr, out: set[E.Var]) -> set[E.Var]:
-    for block in seq.blocks:
-        for b in block.bindings:
-            value = b.value  # type: ignore[attr-defined]
-            if is_kill(value) and isinstance(value.args[0], E.Var):
-                out.add(value.args[0])
-            elif isinstance(value, E.If):
-                _already_killed(value.true_branch, out)
-                _already_killed(value.false_branch, out)
-    return out
-
-
 def _kill_binding(op: str, var: E.Var) -> E.VarBinding:
     return E.VarBinding(E.Var("_", struct_info=UNIT), E.Call(get_op(op), (var,), struct_info=UNIT))
 
 
-def _process_seq(seq: E.SeqExpr, live: Liveness, killed: set[E.Var]) -> E.SeqExpr:
-    values = live.values
+def _process_seq(seq: E.SeqExpr, live: Liveness) -> E.SeqExpr:
+    kills_after = live.kills_in(seq)
     flat = [(bi, b) for bi, block in enumerate(seq.blocks) for b in block.bindings]
-    kills_after: dict[int, list[E.Binding]] = {}
-    for _, b in flat:
-        var = b.var
-        if var in killed or values.owner(var) is not var:
-            continue
-        op = kill_op_for(var, values.value_of.get(var))
-        at = live.kill_point(var) if op is not None else None
-        if op is None or at is None:
-            continue
-        clears = [
-            _kill_binding("vm.kill_object", a) for a in live.aliases(var) if values.frame_of.get(a) is seq
-        ]
-        kills_after.setdefault(at, []).extend(clears + [_kill_binding(op, var)])
     new_blocks: list[list[E.Binding]] = [[] for _ in seq.blocks]
     for pos, (bi, b) in enumerate(flat):
         value = b.value  # type: ignore[attr-defined]
         if isinstance(value, E.If):
-            tb = _process_seq(value.true_branch, live, killed)
-            fb = _process_seq(value.false_branch, live, killed)
+            tb = _process_seq(value.true_branch, live)
+            fb = _process_seq(value.false_branch, live)
             if tb is not value.true_branch or fb is not value.false_branch:
                 b = E.replace(b, value=E.If(value.cond, tb, fb, struct_info=value.struct_info, span=value.span))
         new_blocks[bi].append(b)
-        new_blocks[bi].extend(kills_after.get(pos, ()))
+        new_blocks[bi].extend(_kill_binding(op, var) for op, var in kills_after.get(pos, ()))
     blocks = [type(block)(tuple(bs), span=block.span) for block, bs in zip(seq.blocks, new_blocks)]
     return E.SeqExpr(blocks, seq.body, struct_info=seq.struct_info, span=seq.span)
 
@@ -91,5 +65,5 @@ class KillAfterLastUse(FunctionPass):
         canon = CanonicalizeBindings().transform_function(func, mod, ctx)
         name = next((n for n, f in mod.functions.items() if f is func), None)
         live = analyze_liveness(canon, mod, name)
-        body = _process_seq(canon.body, live, _already_killed(canon.body, set()))
+        body = _process_seq(canon.body, live)
         return E.replace(canon, body=body)

@@ -36,7 +36,7 @@ from ..ir.module import IRModule
 from .lower_alloc_tensor import alloc_storage_call, alloc_tensor_from_storage
 from .memory_planning.lifetimes import analyze_lifetimes
 from .memory_planning.packing import DEFAULT_ALIGNMENT, Buffer, max_live_bytes, pack
-from .memory_planning.sizes import declared_upper_bounds, tensor_nbytes
+from .memory_planning.sizes import declared_lower_bounds, declared_upper_bounds, tensor_nbytes
 from .pass_infra import Pass, PassContext
 
 __all__ = ["StaticPlanBlockMemory", "PLAN_ATTR", "plan_function", "lower_bounds"]
@@ -166,6 +166,7 @@ def _collect_sites(name: str, func: E.Function, mod: IRModule, plan_outputs: boo
     """The function's lifetimes, its plannable allocations grouped by (device,
     scope), the allocations left out (with why), and each device's scope."""
     bounds = declared_upper_bounds(func, name)
+    declared_lower_bounds(func, name)  # validated only: sizes are planned from upper bounds
     life = analyze_lifetimes(func, is_unplanned_alloc, mod, name)
     unplanned: list[dict[str, Any]] = []
     groups: dict[tuple[int, str], list[_Site]] = {}

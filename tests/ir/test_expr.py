@@ -54,6 +54,17 @@ def test_var_and_dataflow_var():
     assert x != Var("x", struct_info=T)  # variables are compared by identity
 
 
+def test_var_takes_struct_info_positionally_as_tvm():
+    from hetvm.script import relax as R
+
+    x = Var("x", R.Tensor((2, 3), "float32"))
+    assert x.struct_info == TensorStructInfo((2, 3), "float32")
+    d = DataflowVar("d", R.Tensor(("n",), "float32"))
+    assert d.struct_info.shape[0].name == "n"
+    assert Var("y", struct_info=x.struct_info).struct_info is x.struct_info
+    assert dataclasses.replace(x, name_hint="z").struct_info is x.struct_info
+
+
 def test_nodes_are_immutable():
     x = Var("x", struct_info=T)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -84,7 +84,9 @@ def test_return_annotation_mismatch():
     "body, message",
     [
         ("        for i in range(3):\n            pass\n        return x\n", "unsupported Python syntax here: For"),
-        ("        y = x + x\n        return y\n", "use R.add"),
+        ("        y = x @ x\n        return y\n", "unsupported operator MatMult on Relax values"),
+        ("        y = x + 1\n        return y\n", "convert 1 with R.const"),
+        ("        y = x == x\n        return y\n", "use R.equal"),
         ("        y = lambda: x\n        return y\n", "unsupported Python syntax here: Lambda"),
         ("        a, b = x, x\n        return a\n", "exactly one name"),
         ("        y = R.exp(x)\n", "must end with a return"),

@@ -101,6 +101,19 @@ def test_dce_drops_unreachable_private_functions(two_inputs, build_main):
     assert set(new.functions) == {"main", "public_helper"}
 
 
+def test_dce_entry_functions_spellings(two_inputs, build_main):
+    """TVM's DeadCodeElimination(entry_functions=None) means the public functions;
+    a named private function is kept as a root."""
+    x, y = two_inputs
+    mod = build_main([x, y], lambda bb, x, y: op.add(x, y))
+    from hetvm.ir import Attrs
+    from hetvm.ir.expr import replace
+
+    mod = mod.with_function("kept", replace(mod["main"], attrs=Attrs({"private": True})))
+    assert set(DeadCodeElimination(entry_functions=None)(mod).functions) == {"main"}
+    assert set(DeadCodeElimination(entry_functions=["kept"])(mod).functions) == {"main", "kept"}
+
+
 def test_to_non_dataflow(two_inputs, build_main):
     x, y = two_inputs
     mod = build_main([x, y], lambda bb, x, y: bb.emit(op.add(x, y)))

@@ -388,6 +388,17 @@ def test_bad_upper_bound_is_an_error():
         StaticPlanBlockMemory()(mod)
 
 
+def test_list_valued_lower_bound_is_an_error():
+    # TVM's planner rejects {"n": [4]} the same way (its value must be an integer)
+    n = P.PrimVar("n")
+    x = Var("x", struct_info=TensorStructInfo((n,), F32))
+    lb = Lowered()
+    a = lb.op("a", "relu", [x], (n,))
+    mod = module([x], lb.seq(a), attrs={"tir_var_lower_bound": {"n": (4,)}})
+    with pytest.raises(MemoryPlanError, match="function main: lower bound of 'n' in tir_var_lower_bound"):
+        StaticPlanBlockMemory()(mod)
+
+
 def test_devices_get_separate_arenas():
     vdevs = [VDevice("llvm", 0), VDevice("sim", 0, "global"), VDevice("sim", 1, "shared")]
     x = Var("x", struct_info=TensorStructInfo((4, 8), F32, vdevice=vdevs[0]))

@@ -29,6 +29,20 @@ def _devs(sinfo: S.StructInfo | None) -> list[DeviceKey | None]:
     return []
 
 
+def _seen_as(sinfo: S.StructInfo | None, declared: S.StructInfo | None) -> S.StructInfo | None:
+    """``sinfo`` where ``declared`` looks at it: a result declared ``R.Any`` (or a
+    tuple field so declared) may be on any device, so it has none to check."""
+    if isinstance(declared, S.ObjectStructInfo):
+        return declared
+    if (
+        isinstance(declared, S.TupleStructInfo)
+        and isinstance(sinfo, S.TupleStructInfo)
+        and len(declared.fields) == len(sinfo.fields)
+    ):
+        return S.TupleStructInfo([_seen_as(f, d) for f, d in zip(sinfo.fields, declared.fields)])
+    return sinfo
+
+
 def _at(span) -> str:
     return f" (at {span})" if span is not None else ""
 
@@ -64,7 +78,8 @@ class _Checker:
             for p in func.params:
                 self.need(p.struct_info, f"parameter '{p.name_hint}'", p.span)
             ret = self.need(func.ret_struct_info, "the return type", func.span)
-            body = self.seq(func.body)
+            self.seq(func.body)
+            body = self.need(_seen_as(func.body.body.struct_info, func.ret_struct_info), "the block result")
             self.same(body, ret, "the function result", func.span)
 
     def seq(self, seq: E.SeqExpr) -> list[DeviceKey]:

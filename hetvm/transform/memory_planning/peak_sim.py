@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...analysis.liveness import Liveness, analyze_liveness
 from ...ir import expr as E
 from ...ir import prim as P
 from ...ir.module import IRModule
@@ -109,11 +110,14 @@ class _Frame:
     def __init__(self) -> None:
         self.regs: dict[int, _Obj] = {}
         self.reg_of: dict[E.Var, Any] = {}  # var -> register id (int) or an object
+        self.live: Liveness | None = None  # kills to replay, when the IR has none yet
 
 
 class _Machine:
-    def __init__(self, mod: IRModule, choices: list[bool]) -> None:
+    def __init__(self, mod: IRModule, choices: list[bool], derive_kills: bool = False) -> None:
         self.mod = mod
+        self.derive_kills = derive_kills
+        self._liveness: dict[str, Liveness] = {}
         self.choices = choices
         self.taken: list[bool] = []
         self.in_use: dict[int, int] = {}
@@ -196,6 +200,10 @@ class _Machine:
         func = self.mod[name]
         bounds = declared_upper_bounds(func, name)
         frame = _Frame()
+        if self.derive_kills:
+            if name not in self._liveness:
+                self._liveness[name] = analyze_liveness(func, self.mod, name)
+            frame.live = self._liveness[name]
         for p, a in zip(func.params, args):
             self._new_reg(frame, a, p)
         out = self._seq(frame, func.body, bounds)
@@ -207,10 +215,22 @@ class _Machine:
         return out
 
     def _seq(self, frame: _Frame, seq: E.SeqExpr, bounds: dict[str, int]) -> _Obj:
+        kills = frame.live.kills_in(seq) if frame.live is not None else {}
+        index = 0
         for block in seq.blocks:
             for b in block.bindings:
                 self._binding(frame, b, bounds)
+                for _, var in kills.get(index, ()):
+                    self._kill(frame, var)
+                index += 1
         return self._arg(frame, seq.body)
+
+    def _kill(self, frame: _Frame, target: E.Expr) -> None:
+        ref = frame.reg_of.get(target) if isinstance(target, E.Var) else None
+        if isinstance(ref, int) and ref in frame.regs:
+            obj = frame.regs.pop(ref)
+            self._release(obj)
+            self._decref(obj)
 
     def _binding(self, frame: _Frame, b: E.Binding, bounds: dict[str, int]) -> None:
         value = b.value  # type: ignore[attr-defined]
@@ -252,11 +272,7 @@ class _Machine:
             name = op.name
             effects = op_effects(name)
             if effects.kills:
-                ref = frame.reg_of.get(a[0]) if isinstance(a[0], E.Var) else None
-                if isinstance(ref, int) and ref in frame.regs:
-                    obj = frame.regs.pop(ref)
-                    self._release(obj)
-                    self._decref(obj)
+                self._kill(frame, a[0])
                 frame.reg_of[var] = OPAQUE
                 return
             if effects.result is Result.STORAGE:
@@ -336,13 +352,17 @@ def _tensor_size(shape: E.Expr, dtype: E.Expr, bounds: dict[str, int]) -> SizeBo
     return SizeBound(None, False)
 
 
-def predict_peak(mod: IRModule, name: str) -> PeakPrediction:
-    """Peak bytes per device for one call of ``mod[name]`` (a lowered module)."""
+def predict_peak(mod: IRModule, name: str, derive_kills: bool = False) -> PeakPrediction:
+    """Peak bytes per device for one call of ``mod[name]``: a lowered module, or
+    with ``derive_kills`` a planned one not yet through LowerAllocTensor and
+    KillAfterLastUse -- the kills are then the liveness analysis's kill points
+    (what KillAfterLastUse would insert) and each ``builtin.alloc_tensor`` its
+    own block (what LowerAllocTensor gives it)."""
     out = PeakPrediction()
     choices: list[bool] = []
     func = mod[name]
     while True:
-        machine = _Machine(mod, choices)
+        machine = _Machine(mod, choices, derive_kills)
         try:
             machine.run_function(name, [OPAQUE] * len(func.params))
         except _Unpredictable:

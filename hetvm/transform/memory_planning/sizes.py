@@ -16,9 +16,10 @@ from ...ir import expr as E
 from ...ir import prim as P
 from ...ir import struct_info as S
 
-__all__ = ["SizeBound", "declared_upper_bounds", "tensor_nbytes", "shape_nbytes"]
+__all__ = ["SizeBound", "declared_lower_bounds", "declared_upper_bounds", "tensor_nbytes", "shape_nbytes"]
 
 UPPER_BOUND_ATTR = "tir_var_upper_bound"
+LOWER_BOUND_ATTR = "tir_var_lower_bound"
 
 
 @dataclass(frozen=True)
@@ -31,10 +32,20 @@ class SizeBound:
 
 def declared_upper_bounds(func: E.Function, where: str = "") -> dict[str, int]:
     """The function's ``tir_var_upper_bound`` as name -> int, validated."""
-    raw: Any = func.attrs.get(UPPER_BOUND_ATTR) or {}
+    return _declared_bounds(func, UPPER_BOUND_ATTR, "upper", where)
+
+
+def declared_lower_bounds(func: E.Function, where: str = "") -> dict[str, int]:
+    """The function's ``tir_var_lower_bound`` as name -> int, validated (TVM's
+    planner rejects a list-valued bound the same way)."""
+    return _declared_bounds(func, LOWER_BOUND_ATTR, "lower", where)
+
+
+def _declared_bounds(func: E.Function, attr: str, kind: str, where: str) -> dict[str, int]:
+    raw: Any = func.attrs.get(attr) or {}
     if not isinstance(raw, Mapping):
         raise MemoryPlanError(
-            f"function {where or '?'}: attribute {UPPER_BOUND_ATTR} must map variable names "
+            f"function {where or '?'}: attribute {attr} must map variable names "
             f"to integers, got {type(raw).__name__}"
         )
     out: dict[str, int] = {}
@@ -42,7 +53,7 @@ def declared_upper_bounds(func: E.Function, where: str = "") -> dict[str, int]:
         v = P.const_value(value) if isinstance(value, P.PrimExpr) else value
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise MemoryPlanError(
-                f"function {where or '?'}: upper bound of '{name}' in {UPPER_BOUND_ATTR} must be "
+                f"function {where or '?'}: {kind} bound of '{name}' in {attr} must be "
                 f"a non-negative integer, got {value!r}"
             )
         out[str(name)] = int(v)

@@ -1,0 +1,127 @@
+"""The value analysis (hetvm.analysis.values): locations, points-to, summaries, owners."""
+
+from hetvm.analysis.values import CONST_LOC, LocKind, analyze_values, result_vars
+from hetvm.script import from_source
+from hetvm.testing.ir_query import variables_by_name as _vars
+
+
+def _names(locs):
+    return sorted(f"{loc.kind.value}:{loc.var.name_hint if loc.var is not None else ''}" for loc in locs)
+
+
+LOWERED = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32")) -> R.Tensor((6,), dtype="float32"):
+        R.func_attr({"relax.force_pure": True})
+        arena: R.Any = R.memory.alloc_storage(R.shape([48]), 0, R.str("global"), R.dtype("uint8"))
+        a: R.Tensor((2, 3), dtype="float32") = R.memory.alloc_tensor(arena, 0, R.shape([2, 3]), R.dtype("float32"))
+        R.call_packed("kernel.exp", x, a, num_outputs=1, ty_args=(R.Tuple,))
+        v: R.Tensor((6,), dtype="float32") = R.call_packed("vm.builtin.reshape", a, R.shape([6]), ty_args=(R.Tensor((6,), dtype="float32"),))
+        o: R.Tensor((6,), dtype="float32") = R.call_packed("my_func", v, x, ty_args=(R.Tensor((6,), dtype="float32"),))
+        return o
+'''
+
+
+def test_allocations_views_and_opaque_calls():
+    func = from_source(LOWERED)["main"]
+    facts = analyze_values(func)
+    v = _vars(func)
+    assert _names(facts.of(v["arena"])) == ["alloc:arena"]
+    assert _names(facts.of(v["a"])) == ["alloc:a"]  # carved: a tensor of its own
+    assert facts.of(v["v"]) == facts.of(v["a"])  # a view is its source's bytes
+    # an undeclared packed function may return any argument, or bytes of its own
+    assert _names(facts.of(v["o"])) == ["alloc:a", "alloc:o", "param:x"]
+    assert _names(facts.escaping()) == ["alloc:a", "alloc:o", "param:x"]
+    assert facts.owner(v["v"]) is v["a"] and facts.owner(v["o"]) is v["o"]
+
+
+CALLS = '''
+@I.ir_module
+class Module:
+    @R.function
+    def identity(p: R.Tensor((2,), dtype="float32"), q: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+        return p
+
+    @R.function
+    def constant(p: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+        return R.const([1.0, 2.0], "float32")
+
+    @R.function
+    def main(x: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+        cls = Module
+        a = R.exp(x)
+        b = R.negative(x)
+        c = cls.identity(a, b)
+        d = cls.constant(b)
+        t = (a, b)
+        e = t[1]
+        return R.add(c, d)
+'''
+
+
+def test_module_function_summaries():
+    mod = from_source(CALLS)
+    func = mod["main"]
+    facts = analyze_values(func, mod, "main")
+    v = _vars(func)
+    assert analyze_values(mod["identity"], mod).summary().returned_params == {0}
+    assert analyze_values(mod["constant"], mod).summary().may_return_constant
+    # the callee returns its first argument, never its second
+    assert _names(facts.of(v["c"])) == ["alloc:a", "alloc:c"]
+    assert CONST_LOC in facts.of(v["d"]) and not any(loc.kind is LocKind.PARAM for loc in facts.of(v["d"]))
+    # without the module, a call may return any argument
+    blind = analyze_values(func)
+    assert _names(blind.of(v["c"])) == ["alloc:a", "alloc:b", "alloc:c"]
+
+
+def test_tuple_fields_are_tracked_one_by_one():
+    mod = from_source(CALLS)
+    func = mod["main"]
+    facts = analyze_values(func, mod)
+    v = _vars(func)
+    assert facts.of(v["e"]) == facts.of(v["b"])
+    assert facts.owner(v["e"]) is v["b"]  # a field of a literal tuple is that variable's object
+    assert isinstance(facts.points_to[v["t"]], tuple)
+
+
+def test_recursion_assumes_any_parameter_comes_back():
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def f(p: R.Tensor((2,), dtype="float32"), c: R.Tensor((), dtype="bool")) -> R.Tensor((2,), dtype="float32"):
+        cls = Module
+        if c:
+            r = cls.f(p, c)
+        else:
+            r = R.exp(p)
+        return r
+'''
+    mod = from_source(src)
+    summary = analyze_values(mod["f"], mod, "f").summary()
+    assert summary.returned_params == {0, 1}
+
+
+def test_if_results_and_result_vars():
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((3,), dtype="float32"), c: R.Tensor((), dtype="bool")) -> R.Tuple(R.Tensor((3,), dtype="float32"), R.Tensor((3,), dtype="float32")):
+        lv = R.tanh(x)
+        if c:
+            lv1 = R.negative(lv)
+            lv2 = lv1
+        else:
+            lv2 = lv
+        t = (lv2, x)
+        return t
+'''
+    func = from_source(src)["main"]
+    facts = analyze_values(func)
+    v = _vars(func)
+    assert _names(facts.of(v["lv2"])) == ["alloc:lv", "alloc:lv1"]
+    assert _names(facts.escaping()) == ["alloc:lv", "alloc:lv1", "param:x"]
+    assert result_vars(func.body) == {v["t"], v["lv2"], v["x"]}
