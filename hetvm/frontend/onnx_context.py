@@ -234,10 +234,33 @@ class ConvertContext:
             return value.prims()
         if isinstance(value, np.ndarray):
             return [P.IntImm(int(v)) for v in value.reshape(-1)]
-        raise self.error(
-            f"{what} is computed at run time; hetvm needs it known at import time "
-            f"(a constant, or derived from input shapes)"
-        )
+        return self._run_time_dims(value, what)
+
+    def _run_time_dims(self, value: E.Expr, what: str) -> list[P.PrimExpr]:
+        """A shape computed from tensor values (``Cast(Ceil(Shape(x) / 2))``, say):
+        ``match_cast(tensor_to_shape(t), R.Shape([d0, d1, ...]))`` binds fresh dims
+        at run time. Their values must be sizes (match_cast rejects a negative one),
+        so Reshape's -1 and 0 are not read from a run-time target."""
+        sinfo = value.struct_info
+        length = None
+        if isinstance(sinfo, S.TensorStructInfo) and sinfo.ndim == 1 and sinfo.shape is not None:
+            length = P.const_value(sinfo.shape[0])
+        dtype = sinfo.dtype if isinstance(sinfo, S.TensorStructInfo) else None
+        if length is None or dtype not in ("int64", "int32") or not self.has_op("tensor_to_shape"):
+            raise self.error(
+                f"{what} is computed at run time; hetvm needs it known at import time "
+                f"(a constant, or derived from input shapes) or a 1-D integer tensor of "
+                f"known length"
+            )
+        if dtype != "int64":
+            value = self.call("astype", value, "int64")
+        shape = self.call("tensor_to_shape", value)
+        hint = self._default_hint()
+        dims: list[P.PrimExpr] = [P.PrimVar(self.names.unique(ident(f"{hint}_d{i}"))) for i in range(int(length))]
+        var = self.bb.match_cast(shape, S.ShapeStructInfo(dims), self.names.unique(ident(f"{hint}_dims")))
+        if self.node is not None:
+            self.node_of[var.name_hint] = (self.node.name, self.node.op_type)
+        return dims
 
     # -- emission ---------------------------------------------------------------
     def emit(self, expr: E.Expr, hint: str | None = None) -> E.Var:

@@ -178,3 +178,26 @@ def test_tile_by_shape_values(kit):
     table = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
     model = kit.model(nodes, {"x": ("float32", ["batch", 4])}, ["y"], {"table": table})
     _check_at(kit, model, [{"x": np.zeros((n, 4), np.float32)} for n in (1, 3)])
+
+
+def test_shape_computed_from_tensor_values_binds_dims_at_run_time(kit):
+    """ceil(n / 2) through float arithmetic (as exporters write int(math.ceil(n/2)))
+    is no shape expression: the shape is read at run time and bound to fresh dims."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["sx"]),
+        helper.make_node("Cast", ["sx"], ["f"], to=TensorProto.FLOAT),
+        _c("half", [0.5, 1.0], np.float32), helper.make_node("Mul", ["f", "half"], ["g"]),
+        helper.make_node("Ceil", ["g"], ["h"]), helper.make_node("Cast", ["h"], ["target"], to=I64),
+        helper.make_node("ConstantOfShape", ["target"], ["zeros"],
+                         value=helper.make_tensor("v", TensorProto.FLOAT, [1], [2.0])),
+        helper.make_node("Expand", ["row", "target"], ["y"]),
+    ]  # fmt: skip
+    row = np.arange(3, dtype=np.float32).reshape(1, 3)
+    model = kit.model(nodes, {"x": ("float32", ["n", 3])}, ["zeros", "y"], {"row": row})
+    _check_at(kit, model, [{"x": np.zeros((n, 3), np.float32)} for n in (1, 5)])
+
+
+def test_run_time_shape_of_unknown_length_is_a_clear_error(kit):
+    model = kit.node_model("Reshape", {"x": ("float32", [6]), "s": ("int64", ["k"])})
+    with pytest.raises(hetvm.HetvmError, match="computed at run time.*known length"):
+        from_onnx(model)
