@@ -35,8 +35,9 @@ dies after its own last read.
 from __future__ import annotations
 
 import bisect
+import heapq
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from ..ir import expr as E
 from ..ir import struct_info as S
@@ -53,6 +54,7 @@ __all__ = [
     "intervals_overlap",
     "exclusive",
     "kill_op_for",
+    "conflicts",
 ]
 
 Interval = tuple[int, int]  # inclusive (first, last) positions
@@ -96,6 +98,30 @@ def exclusive(a: BranchPath, b: BranchPath) -> bool:
         if ba != bb:
             return True
     return False
+
+
+def conflicts(items: Sequence[tuple[tuple[Interval, ...], BranchPath]]) -> list[list[int]]:
+    """For each (intervals, branch path) item, the indices of the items live at a
+    common position in the same call (a sweep over sorted intervals)."""
+    spans: list[tuple[int, int, int]] = []
+    for i, (intervals, _) in enumerate(items):
+        for lo, hi in intervals:
+            spans.append((lo, hi, i))
+    spans.sort()
+    pairs: list[set[int]] = [set() for _ in items]
+    active: dict[int, int] = {}  # span id -> item index
+    ends: list[tuple[int, int]] = []  # heap of (end, span id)
+    for sid, (lo, hi, i) in enumerate(spans):
+        while ends and ends[0][0] < lo:
+            _, old = heapq.heappop(ends)
+            active.pop(old, None)
+        for j in active.values():
+            if j != i and not exclusive(items[i][1], items[j][1]):
+                pairs[i].add(j)
+                pairs[j].add(i)
+        active[sid] = i
+        heapq.heappush(ends, (hi, sid))
+    return [sorted(p) for p in pairs]
 
 
 @dataclass

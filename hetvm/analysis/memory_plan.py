@@ -4,7 +4,7 @@
 runtime see": per function and device index, the arena bytes, the lower bound
 any plan must meet, the bytes without any reuse, whether returned tensors sit
 in the plan, and the peak the runtime allocator will report for one call
-(simulated, see ``hetvm.transform.memory_planning.peak_sim``: on the lowered
+(simulated, see ``hetvm.analysis.peak``: on the lowered
 program as it is, or right after planning with the kills the liveness
 analysis says KillAfterLastUse will insert -- the report runs no pass).
 
@@ -22,10 +22,9 @@ from ..ir import expr as E
 from ..ir import prim as P
 from ..ir.module import IRModule
 from ..op.effects import is_carve, is_kill, is_storage_alloc
-from ..transform.memory_planning.lifetimes import analyze_lifetimes
-from ..transform.memory_planning.packing import Buffer, conflict_lists
-from ..transform.memory_planning.peak_sim import predict_peak
-from ..transform.memory_planning.sizes import declared_upper_bounds, shape_nbytes
+from .liveness import analyze_liveness, conflicts
+from .peak import predict_peak
+from .sizes import declared_upper_bounds, shape_nbytes
 
 __all__ = ["memory_plan_report", "check_no_overlap", "PLAN_ATTR"]
 
@@ -119,21 +118,23 @@ def _storage_sizes(func: E.Function, bounds: dict[str, int]) -> dict[E.Var, int 
     return out
 
 
-def _is_carved(binding: E.Binding) -> bool:
-    return isinstance(binding, E.VarBinding) and is_carve(binding.value)
-
-
 def _check_function(name: str, func: E.Function, mod: IRModule) -> int:
     bounds = declared_upper_bounds(func, name)
     storages = _storage_sizes(func, bounds)
-    life = analyze_lifetimes(func, _is_carved, mod, name)
+    live = analyze_liveness(func, mod, name)
+    value_of = live.values.value_of
+    carved = [loc for loc in live.values.locs if is_carve(value_of.get(loc.var))]  # type: ignore[arg-type]
+    intervals = {loc.var: live.intervals[loc] for loc in carved}
+    paths = {loc.var: live.path.get(loc, ()) for loc in carved}
     groups: dict[E.Var, list[tuple[E.Var, int, int]]] = {}
     carved_from: dict[E.Expr, int] = {}
-    for var in life.roots:
-        storage = life.binding_of[var].value.args[0]  # type: ignore[attr-defined]
+    for loc in carved:
+        storage = value_of[loc.var].args[0]  # type: ignore[attr-defined,index]
         carved_from[storage] = carved_from.get(storage, 0) + 1
-    for var in life.roots:
-        call = life.binding_of[var].value  # type: ignore[attr-defined]
+    for loc in carved:
+        var = loc.var
+        assert var is not None
+        call = value_of[var]
         storage, offset_arg, shape, dtype = call.args[:4]
         offset = P.const_value(offset_arg.value) if isinstance(offset_arg, E.PrimValue) else None
         if offset is None or not isinstance(shape, E.ShapeExpr) or not isinstance(dtype, E.DataTypeImm):
@@ -158,10 +159,8 @@ def _check_function(name: str, func: E.Function, mod: IRModule) -> int:
             groups.setdefault(storage, []).append((var, offset, size))
     checked = 0
     for storage, members in groups.items():
-        buffers = [
-            Buffer(i, size, life.intervals[v], life.path[v]) for i, (v, _, size) in enumerate(members)
-        ]
-        for i, neighbours in enumerate(conflict_lists(buffers)):
+        items = [(intervals[v], paths[v]) for v, _, _ in members]
+        for i, neighbours in enumerate(conflicts(items)):
             vi, oi, si = members[i]
             for j in neighbours:
                 if j <= i:
@@ -171,9 +170,9 @@ def _check_function(name: str, func: E.Function, mod: IRModule) -> int:
                 if si and sj and oi < oj + sj and oj < oi + si:
                     raise MemoryPlanError(
                         f"function {name}: tensors '{vi.name_hint}' (bytes {oi}..{oi + si} of "
-                        f"'{storage.name_hint}', live {list(life.intervals[vi])}) and "
+                        f"'{storage.name_hint}', live {list(intervals[vi])}) and "
                         f"'{vj.name_hint}' (bytes {oj}..{oj + sj}, live "
-                        f"{list(life.intervals[vj])}) are live at the same time and overlap"
+                        f"{list(intervals[vj])}) are live at the same time and overlap"
                     )
     return checked
 

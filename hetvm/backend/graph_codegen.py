@@ -35,10 +35,10 @@ from ..errors import HetvmError
 from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
+from ..ir.device_index import device_index
 from ..ir.module import IRModule
 from ..op.effects import COPY_BUILTIN, RESHAPE_BUILTIN, VIEW_AT_BUILTIN, kernel_op_of
 from ..runtime.graph_artifact import GRAPH_FORMAT_VERSION, GraphModule
-from ..transform._devices import device_index
 from .vm_codegen import _plain, debug_info_of, device_descriptors
 
 __all__ = ["GraphModule", "graph_codegen"]

@@ -15,11 +15,11 @@ from ..errors import HetvmError
 from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
+from ..ir.device_index import device_index, sinfo_device_index
 from ..ir.module import IRModule
 from ..ir.op_registry import op_info
 from ..op.effects import kernel_op_of
 from ..runtime import bytecode as B
-from ..transform._devices import device_index, sinfo_device_index
 
 Arg = tuple
 

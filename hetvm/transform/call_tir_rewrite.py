@@ -16,11 +16,11 @@ from __future__ import annotations
 from ..errors import StructInfoError
 from ..ir import expr as E
 from ..ir import struct_info as S
+from ..ir.device_index import device_index
 from ..ir.module import IRModule
 from ..ir.op_registry import get_op
 from ..ir.visitor import ExprMutator
 from ..op.effects import COPY_BUILTIN
-from ._devices import device_index
 from .pass_infra import FunctionPass, PassContext
 
 UNIT = S.TupleStructInfo([])

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..analysis.sizes import declared_lower_bounds, declared_upper_bounds, tensor_nbytes
 from ..errors import MemoryPlanError
 from ..ir import expr as E
 from ..ir import prim as P
@@ -36,7 +37,6 @@ from ..ir.module import IRModule
 from .lower_alloc_tensor import alloc_storage_call, alloc_tensor_from_storage
 from .memory_planning.lifetimes import analyze_lifetimes
 from .memory_planning.packing import DEFAULT_ALIGNMENT, Buffer, max_live_bytes, pack
-from .memory_planning.sizes import declared_lower_bounds, declared_upper_bounds, tensor_nbytes
 from .pass_infra import Pass, PassContext
 
 __all__ = ["StaticPlanBlockMemory", "PLAN_ATTR", "plan_function", "lower_bounds"]

@@ -1,12 +1,13 @@
-"""Memory planning building blocks: lifetimes, sizes, packing, peak simulation.
+"""Memory planning building blocks: the planner's view of lifetimes, and packing.
 
-``StaticPlanBlockMemory`` (one directory up) composes them; the analysis
-``hetvm.analysis.memory_plan`` reuses them to report on and check a plan.
+``StaticPlanBlockMemory`` (one directory up) composes them. The facts they
+rest on are analyses (``hetvm.analysis``: values, liveness, sizes, the peak
+simulation), which the report and the overlap check read too.
 """
 
+from ...analysis.sizes import SizeBound, declared_upper_bounds, shape_nbytes, tensor_nbytes
 from .lifetimes import FunctionLifetimes, analyze_lifetimes, intervals_overlap, merge_intervals
 from .packing import Buffer, PackResult, align_up, conflict_lists, max_live_bytes, pack
-from .sizes import SizeBound, declared_upper_bounds, shape_nbytes, tensor_nbytes
 
 __all__ = [
     "Buffer",

@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from .lifetimes import BranchPath, Interval, exclusive
+from ...analysis.liveness import BranchPath, Interval, conflicts
 
 __all__ = ["Buffer", "PackResult", "pack", "max_live_bytes", "conflict_lists", "align_up"]
 
@@ -183,25 +183,7 @@ def sweep_pack(buffers: Sequence[Buffer], footprints: list[int]) -> tuple[list[i
 
 def conflict_lists(buffers: Sequence[Buffer]) -> list[list[int]]:
     """For each buffer (by index), the indices of buffers live at a common position."""
-    items: list[tuple[int, int, int]] = []
-    for i, b in enumerate(buffers):
-        for lo, hi in b.intervals:
-            items.append((lo, hi, i))
-    items.sort()
-    pairs: list[set[int]] = [set() for _ in buffers]
-    active: dict[int, int] = {}  # interval id -> buffer index
-    ends: list[tuple[int, int]] = []  # heap of (end, interval id)
-    for iid, (lo, hi, i) in enumerate(items):
-        while ends and ends[0][0] < lo:
-            _, old = heapq.heappop(ends)
-            active.pop(old, None)
-        for j in active.values():
-            if j != i and not exclusive(buffers[i].path, buffers[j].path):
-                pairs[i].add(j)
-                pairs[j].add(i)
-        active[iid] = i
-        heapq.heappush(ends, (hi, iid))
-    return [sorted(p) for p in pairs]
+    return conflicts([(b.intervals, b.path) for b in buffers])
 
 
 def _place(

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ...errors import MemoryPlanError
-from ...ir import expr as E
-from ...ir import prim as P
-from ...ir import struct_info as S
+from ..errors import MemoryPlanError
+from ..ir import expr as E
+from ..ir import prim as P
+from ..ir import struct_info as S
 
 __all__ = ["SizeBound", "declared_lower_bounds", "declared_upper_bounds", "tensor_nbytes", "shape_nbytes"]
 

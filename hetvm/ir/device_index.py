@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ..errors import DevicePlanError
-from ..ir import struct_info as S
-from ..ir.module import IRModule
-from ..ir.vdevice import VDevice
+from . import struct_info as S
+from .module import IRModule
+from .vdevice import VDevice
 
 
 def device_index(mod: IRModule, vdevice: VDevice | None) -> int:

@@ -34,12 +34,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...analysis.liveness import Liveness, analyze_liveness
-from ...ir import expr as E
-from ...ir import prim as P
-from ...ir.module import IRModule
-from ...op.effects import COPY_BUILTIN, Result, op_effects, symbol_effects
-from .._devices import sinfo_device_index
+from ..ir import expr as E
+from ..ir import prim as P
+from ..ir.device_index import sinfo_device_index
+from ..ir.module import IRModule
+from ..op.effects import COPY_BUILTIN, Result, op_effects, symbol_effects
+from .liveness import Liveness, analyze_liveness
 from .sizes import SizeBound, declared_upper_bounds, shape_nbytes
 
 __all__ = ["PeakPrediction", "predict_peak"]
