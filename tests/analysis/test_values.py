@@ -125,3 +125,38 @@ class Module:
     assert _names(facts.of(v["lv2"])) == ["alloc:lv", "alloc:lv1"]
     assert _names(facts.escaping()) == ["alloc:lv", "alloc:lv1", "param:x"]
     assert result_vars(func.body) == {v["t"], v["lv2"], v["x"]}
+
+
+def test_a_declared_view_builtin_is_an_alias_for_every_analysis():
+    """A new view builtin is its declaration (plus its implementations): the value
+    analysis, the liveness analysis and KillAfterLastUse follow it."""
+    from hetvm.op import effects as fx
+    from hetvm.transform import KillAfterLastUse
+
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32")) -> R.Tensor((6,), dtype="float32"):
+        a = R.exp(x)
+        v: R.Tensor((6,), dtype="float32") = R.call_packed("testing.flat_view", a, ty_args=(R.Tensor((6,), dtype="float32"),))
+        b = R.negative(x)
+        c = R.add(v, R.reshape(b, R.shape([6])))
+        return c
+'''
+    mod = from_source(src)
+    func = mod["main"]
+    names = _vars(func)
+    opaque = analyze_values(func)
+    assert opaque.of(names["v"]) != opaque.of(names["a"])  # undeclared: may be anything
+    fx.declare_builtin("testing.flat_view", fx.VIEW)
+    try:
+        facts = analyze_values(func)
+        assert facts.of(names["v"]) == facts.of(names["a"]) and facts.owner(names["v"]) is names["a"]
+        body = KillAfterLastUse()(mod)["main"].body
+        kills = [(b.value.op.name, b.value.args[0].name_hint) for blk in body.blocks for b in blk.bindings
+                 if getattr(b.value.op, "name", "").startswith(("memory.kill", "vm.kill"))]
+        # the view's register is cleared and its root killed after the view's last read
+        assert kills[-3:] == [("vm.kill_object", "v"), ("memory.kill_tensor", "a"), ("memory.kill_tensor", "lv")]
+    finally:
+        fx.BUILTIN_EFFECTS.pop("testing.flat_view")
