@@ -2,14 +2,18 @@
 minimal programs, each run end to end (poison on) and, where it applies, with the
 plan's overlap check. They guard the value and liveness analyses
 (hetvm.analysis.values, hetvm.analysis.liveness) that KillAfterLastUse and the
-planner share; moved here from tests/reliability/test_regressions.py unchanged."""
+planner share; moved here from tests/reliability/test_regressions.py unchanged,
+plus Before/Expected kill placements of three of them."""
 
 import numpy as np
+import pytest
 
 import hetvm
 from hetvm.analysis.memory_plan import check_no_overlap
+from hetvm.ir import assert_structural_equal
 from hetvm.pipeline import lower
 from hetvm.script import from_source
+from hetvm.transform import KillAfterLastUse
 
 MATCH_CAST_OUTPUT = '''
 @I.ir_module
@@ -506,3 +510,96 @@ def test_an_if_result_that_may_be_an_outer_value_is_not_killed_late():
     lowered = lower(mod, plan_devices_options=options)
     assert "kill_tensor(lv14)" not in lowered.script()
     check_no_overlap(lowered)  # the late kill made lv9 overlap lv17 here
+
+
+# -- Before/Expected: where KillAfterLastUse puts the kills of the programs above -------
+
+EXPECTED_IF_RETURNS_OUTER_VALUE = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((3,), dtype="float32"), c: R.Tensor((), dtype="bool")) -> R.Tensor((3,), dtype="float32"):
+        lv: R.Tensor((3,), dtype="float32") = R.tanh(x)
+        lv1: R.Tensor((3,), dtype="float32") = R.exp(lv)
+        if c:
+            lv2_then: R.Tensor((3,), dtype="float32") = R.negative(lv1)
+            lv2: R.Tensor((3,), dtype="float32") = lv2_then
+        else:
+            lv2: R.Tensor((3,), dtype="float32") = lv
+        R.memory.kill_tensor(lv1)
+        lv3: R.Tensor((3,), dtype="float32") = R.exp(lv2)
+        R.memory.kill_tensor(lv)
+        R.memory.kill_tensor(lv2)
+        return lv3
+'''
+
+# `lv2` may be the branch's own `lv1` or `lv`, which is read later: never killed
+EXPECTED_IF_RESULT_KILLED_LATE = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x0: R.Tensor((), dtype="float32"), x1: R.Tensor((), dtype="bool")) -> R.Tensor((), dtype="float32"):
+        lv: R.Tensor((), dtype="float32") = R.negative(x0)
+        if x1:
+            lv1: R.Tensor((), dtype="float32") = R.abs(lv)
+            lv2: R.Tensor((), dtype="float32") = lv1
+        else:
+            lv2: R.Tensor((), dtype="float32") = lv
+        lv5: R.Tuple(R.Tensor((), dtype="float32"), R.Tensor((), dtype="float32")) = lv2, x0
+        lv6: R.Tensor((), dtype="float32") = R.tanh(lv)
+        R.memory.kill_tensor(lv)
+        lv7: R.Tensor((), dtype="float32") = R.exp(lv6)
+        R.memory.kill_tensor(lv6)
+        lv8: R.Tensor((), dtype="float32") = R.tanh(lv7)
+        R.memory.kill_tensor(lv7)
+        lv9: R.Tensor((), dtype="float32") = R.exp(lv8)
+        R.memory.kill_tensor(lv8)
+        return lv9
+'''
+
+# `lv3` and `lv5` may be `lv`: all three die together after `lv8`; `lv2` never
+EXPECTED_IF_RESULT_KILLED_WITH_A_LATER_IF = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x0: R.Tensor((3,), dtype="float32"), x1: R.Tensor((), dtype="bool")) -> R.Tensor((3,), dtype="float32"):
+        lv: R.Tensor((3,), dtype="float32") = R.negative(x0)
+        if x1:
+            lv2: R.Tensor((3,), dtype="float32") = lv
+        else:
+            lv1: R.Tensor((3,), dtype="float32") = R.abs(x0)
+            lv2: R.Tensor((3,), dtype="float32") = lv1
+        if x1:
+            lv3: R.Tensor((3,), dtype="float32") = lv
+        else:
+            lv4: R.Tensor((3,), dtype="float32") = R.exp(x0)
+            lv3: R.Tensor((3,), dtype="float32") = lv4
+        if x1:
+            lv5: R.Tensor((3,), dtype="float32") = lv3
+        else:
+            lv6: R.Tensor((3,), dtype="float32") = R.tanh(x0)
+            lv5: R.Tensor((3,), dtype="float32") = lv6
+        lv7: R.Tensor((3,), dtype="float32") = R.negative(lv2)
+        lv8: R.Tensor((3,), dtype="float32") = R.add(lv7, lv5)
+        R.memory.kill_tensor(lv)
+        R.memory.kill_tensor(lv3)
+        R.memory.kill_tensor(lv5)
+        R.memory.kill_tensor(lv7)
+        lv9: R.Tensor((3,), dtype="float32") = R.exp(lv8)
+        R.memory.kill_tensor(lv8)
+        return lv9
+'''
+
+
+@pytest.mark.parametrize(
+    "before, expected",
+    [
+        (IF_RETURNS_OUTER_VALUE, EXPECTED_IF_RETURNS_OUTER_VALUE),
+        (IF_RESULT_KILLED_LATE, EXPECTED_IF_RESULT_KILLED_LATE),
+        (IF_RESULT_KILLED_WITH_A_LATER_IF, EXPECTED_IF_RESULT_KILLED_WITH_A_LATER_IF),
+    ],
+    ids=["if_returns_outer_value", "if_result_killed_late", "if_result_killed_with_a_later_if"],
+)
+def test_kill_placement(before, expected):
+    after = KillAfterLastUse()(from_source(before))
+    assert_structural_equal(after, from_source(expected))
