@@ -185,7 +185,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from .cli_support.console import format_bytes
-    from .cli_support.memory_view import arena_layout, live_series
+    from .cli_support.memory_view import live_series, program_layout, unplanned_of
     from .cli_support.reports import memory_table
     from .cli_support.session import run
 
@@ -218,9 +218,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
         bounds = {r["device"]: r.get("lower_bound") for r in rows}
         planned = {r["device"]: r.get("planned") for r in rows}
-        plot_memory(args.plot, series, arena_layout(compiled.lowered), bounds, planned,
+        predicted = {r["device"]: r.get("predicted_peak") for r in rows}
+        layout = program_layout(compiled.lowered, names=compiled.names, unplanned=unplanned_of(compiled.exe))
+        plot_memory(args.plot, series, layout.arenas, bounds, planned,
                     title=f"{os.path.basename(model.label)} on {', '.join(setup.names)}",
-                    device_names=setup.names)  # fmt: skip
+                    device_names=setup.names, predicted=predicted)  # fmt: skip
         console.print(f"plot written to {args.plot}")
     if args.html:
         from .cli_support.plan_html import page_from_compiled, write_plan_html
@@ -241,14 +243,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     setup = _setup(args)
     model = _load(args, console)
     mod = _place(model, args, setup)
+    from .cli_support.naming import origins_of_source
+
     stage = args.stage
+    origins = origins_of_source(model.mod, model.proto) if model.proto is not None else None
     if stage != "source":
-        compiled = _compile(mod, setup, "vm", console, want_explain=False)
+        compiled = _compile(mod, setup, "vm", console, want_explain=False, model=model)
         mod = compiled.lowered if stage == "lowered" else (compiled.planned or compiled.source)
+        if origins is not None:
+            origins = compiled.names if stage == "lowered" else compiled.planned_names
     if args.format == "text":
         text = module_text(mod, full=args.full)
     else:
-        graph = extract_graph(mod, default_device=device_name(setup.default))
+        graph = extract_graph(mod, default_device=device_name(setup.default), origins=origins)
         text = to_dot(graph) if args.format == "dot" else to_svg(graph, prefer_graphviz=not args.builtin_layout)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:

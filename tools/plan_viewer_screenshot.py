@@ -27,7 +27,7 @@ def main() -> int:
     parser.add_argument("--model", default=os.path.join(light, "light_squeezenet.onnx"))
     parser.add_argument("-o", "--output", default="docs/images/squeezenet_plan_viewer.png")
     parser.add_argument("--width", type=int, default=1280)
-    parser.add_argument("--height", type=int, default=1180)
+    parser.add_argument("--height", type=int, default=1720)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         page = os.path.join(tmp, "plan.html")

@@ -79,8 +79,13 @@ def _op_name(call: E.Call) -> str:
     return "call"
 
 
-def extract_graph(mod: IRModule, func_name: str = "main", default_device: str | None = None) -> Graph:
-    """The graph of ``func_name``; ``default_device`` for values without a vdevice."""
+def extract_graph(mod: IRModule, func_name: str = "main", default_device: str | None = None,
+                  origins: dict[str, Any] | None = None) -> Graph:  # fmt: skip
+    """The graph of ``func_name``; ``default_device`` for values without a vdevice.
+
+    ``origins`` (variable -> :class:`~.naming.Origin`, followed through the build)
+    names each node's ONNX node; without it the importer's table is read, which
+    is right only for the module as imported (later passes reuse its names)."""
     func = mod[func_name]
     graph = Graph(name=func_name)
     producers: dict[E.Var, list[str]] = {}
@@ -110,10 +115,13 @@ def extract_graph(mod: IRModule, func_name: str = "main", default_device: str | 
             name = _op_name(value)
             kind = "copy" if name in COPY_OPS else ("call" if name.startswith("call ") else "op")
             label = name
-            onnx = node_of.get(var.name_hint)
             detail = _shape_text(var.struct_info)
-            if onnx:
-                detail = f"{onnx[0]} · {detail}"
+            if origins is not None:
+                origin = origins.get(var.name_hint)
+                if origin is not None and origin.node:
+                    detail = f"{origin.node} · {detail}"
+            elif node_of.get(var.name_hint):
+                detail = f"{node_of[var.name_hint][0]} · {detail}"
             dev = _device_of(var.struct_info, default_device)
             if kind == "copy":  # short labels: a diamond has little room
                 src = value.args[0] if value.args else None
@@ -138,7 +146,11 @@ def extract_graph(mod: IRModule, func_name: str = "main", default_device: str | 
     outs = body.fields if isinstance(body, E.Tuple) else (body,)
     for i, out in enumerate(outs):
         nid = f"out{i}"
-        graph.nodes.append(Node(nid, f"output {i}" if len(outs) > 1 else "output", "output",
+        label = f"output {i}" if len(outs) > 1 else "output"
+        origin = (origins or {}).get(getattr(out, "name_hint", ""))
+        if origin is not None:
+            label = origin.tensor
+        graph.nodes.append(Node(nid, label, "output",
                                 _device_of(getattr(out, "struct_info", None), default_device),
                                 _shape_text(getattr(out, "struct_info", None))))  # fmt: skip
         for src in sources(out):

@@ -2,9 +2,9 @@
 
 The dot text is written here (no graphviz Python package). SVG comes from the
 ``dot`` program when it is installed and from :func:`layered_svg` otherwise —
-a small layout of our own (layers by longest path from the inputs, nodes
-ordered in each layer by the mean position of their predecessors), so
-``hetvm show --format svg`` works on any machine, CI included.
+a layered layout of our own (layers by longest path from the inputs, a dummy
+point for each layer an edge skips, barycentre ordering), so ``hetvm show
+--format svg`` works on any machine, CI included, and shows branches and skips.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import subprocess
 from typing import Sequence
 
 from ..errors import HetvmError
-from .graph_model import Graph, Node
+from .graph_model import Graph
 
 __all__ = ["device_colors", "to_dot", "to_svg", "layered_svg"]
 
@@ -77,30 +77,70 @@ def to_svg(graph: Graph, prefer_graphviz: bool = True) -> str:
 
 
 # -- the built-in layout -----------------------------------------------------
-_W, _H, _GX, _GY, _PAD = 150, 46, 24, 34, 20
+# A layered (Sugiyama-style) layout: layers by longest path from the inputs; an
+# edge that skips layers gets a dummy point in every layer it crosses, so a
+# residual connection runs beside the chain instead of hidden behind its nodes;
+# nodes and dummies are ordered by a few barycentre sweeps down and up.
+_W, _H, _GX, _GY, _PAD, _DUMMY = 150, 46, 24, 34, 20, 14
 
 
-def _layers(graph: Graph) -> list[list[Node]]:
-    preds: dict[str, list[str]] = {n.id: [] for n in graph.nodes}
-    for a, b in graph.edges:
-        if a in preds and b in preds:
-            preds[b].append(a)
+def _depths(graph: Graph, preds: dict[str, list[str]]) -> dict[str, int]:
     depth: dict[str, int] = {}
     for n in graph.nodes:  # nodes come in program order: predecessors first
         depth[n.id] = 1 + max((depth.get(p, 0) for p in preds[n.id]), default=-1)
-    outputs = [n for n in graph.nodes if n.kind == "output"]
     last = max(depth.values(), default=0)
-    for n in outputs:
-        depth[n.id] = last
-    layers: list[list[Node]] = [[] for _ in range(last + 1)]
     for n in graph.nodes:
-        layers[depth[n.id]].append(n)
-    pos: dict[str, float] = {}
-    for layer in layers:  # barycentre ordering keeps edges short and mostly uncrossed
-        layer.sort(key=lambda n: sum(pos.get(p, 0) for p in preds[n.id]) / max(1, len(preds[n.id])))
-        for i, n in enumerate(layer):
-            pos[n.id] = i - (len(layer) - 1) / 2
-    return [layer for layer in layers if layer]
+        if n.kind == "output":
+            depth[n.id] = last
+    return depth
+
+
+def _layout(graph: Graph) -> tuple[list[list[str]], dict[tuple[str, str], list[str]]]:
+    """Layers of node and dummy ids, and each edge's chain of ids (dummies between)."""
+    ids = {n.id for n in graph.nodes}
+    preds: dict[str, list[str]] = {n.id: [] for n in graph.nodes}
+    edges = [(a, b) for a, b in graph.edges if a in ids and b in ids]
+    for a, b in edges:
+        preds[b].append(a)
+    depth = _depths(graph, preds)
+    nlayers = max(depth.values(), default=0) + 1
+    layers: list[list[str]] = [[] for _ in range(nlayers)]
+    for n in graph.nodes:
+        layers[depth[n.id]].append(n.id)
+    up: dict[str, list[str]] = {i: [] for i in ids}
+    down: dict[str, list[str]] = {i: [] for i in ids}
+    chains: dict[tuple[str, str], list[str]] = {}
+    for k, (a, b) in enumerate(edges):
+        chain = [a]
+        for d in range(depth[a] + 1, depth[b]):
+            dummy = f"~{k}_{d}"
+            layers[d].append(dummy)
+            up[dummy], down[dummy] = [], []
+            chain.append(dummy)
+        chain.append(b)
+        for u, v in zip(chain, chain[1:]):
+            down[u].append(v)
+            up[v].append(u)
+        chains[(a, b)] = chain
+    pos = {i: float(k) for layer in layers for k, i in enumerate(layer)}
+
+    def sweep(order: range, neighbours: dict[str, list[str]]) -> None:
+        for li in order:
+            layer = layers[li]
+            layer.sort(key=lambda i: (sum(pos[j] for j in neighbours[i]) / len(neighbours[i])
+                                      if neighbours[i] else pos[i]))  # fmt: skip
+            for k, i in enumerate(layer):
+                pos[i] = float(k)
+
+    for _ in range(3):
+        sweep(range(1, nlayers), up)
+        sweep(range(nlayers - 2, -1, -1), down)
+    sweep(range(1, nlayers), up)
+    return [layer for layer in layers if layer], chains
+
+
+def _is_dummy(i: str) -> bool:
+    return i.startswith("~")
 
 
 def layered_svg(graph: Graph) -> str:
@@ -108,16 +148,22 @@ def layered_svg(graph: Graph) -> str:
     if not graph.nodes:
         raise HetvmError("the graph has no nodes to draw")
     colors = device_colors(graph.devices())
-    layers = _layers(graph)
-    widest = max(len(layer) for layer in layers)
-    width = max(widest * (_W + _GX) + 2 * _PAD, 420)
+    layers, chains = _layout(graph)
+
+    def row_width(layer: list[str]) -> float:
+        return sum(_DUMMY if _is_dummy(i) else _W for i in layer) + _GX * (len(layer) - 1)
+
+    widest = max(row_width(layer) for layer in layers)
+    width = max(widest + 2 * _PAD, 420)
     height = len(layers) * (_H + _GY) + 2 * _PAD + 40
-    xy: dict[str, tuple[float, float]] = {}
+    xy: dict[str, tuple[float, float]] = {}  # top-left of a node; centre-top of a dummy
     for li, layer in enumerate(layers):
-        row = len(layer) * (_W + _GX) - _GX
-        x0 = (width - row) / 2
-        for i, n in enumerate(layer):
-            xy[n.id] = (x0 + i * (_W + _GX), _PAD + 40 + li * (_H + _GY))
+        x = (width - row_width(layer)) / 2
+        y = _PAD + 40 + li * (_H + _GY)
+        for i in layer:
+            w = _DUMMY if _is_dummy(i) else _W
+            xy[i] = (x + w / 2, y) if _is_dummy(i) else (x, y)
+            x += w + _GX
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
            f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="Helvetica, Arial, sans-serif">',
            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" '
@@ -131,12 +177,25 @@ def layered_svg(graph: Graph) -> str:
     out.append(f'<polygon points="{lx + 7},{_PAD} {lx + 14},{_PAD + 7} {lx + 7},{_PAD + 14} {lx},{_PAD + 7}" '
                f'fill="white" stroke="{COPY_COLOR}" stroke-width="2"/>')  # fmt: skip
     out.append(f'<text x="{lx + 20}" y="{_PAD + 12}" font-size="12">copy between devices</text>')
-    for a, b in graph.edges:
-        if a not in xy or b not in xy:
-            continue
-        (x1, y1), (x2, y2) = xy[a], xy[b]
-        out.append(f'<line x1="{x1 + _W / 2:.1f}" y1="{y1 + _H:.1f}" x2="{x2 + _W / 2:.1f}" y2="{y2:.1f}" '
-                   'stroke="#555" stroke-width="1" marker-end="url(#arrow)"/>')  # fmt: skip
+
+    def bottom(i: str) -> tuple[float, float]:
+        x, y = xy[i]
+        return (x, y + _H) if _is_dummy(i) else (x + _W / 2, y + _H)
+
+    def top(i: str) -> tuple[float, float]:
+        x, y = xy[i]
+        return (x, y) if _is_dummy(i) else (x + _W / 2, y)
+
+    for chain in chains.values():
+        pts = [bottom(chain[0])]
+        for i in chain[1:-1]:  # through each dummy: down its whole layer
+            pts += [top(i), bottom(i)]
+        pts.append(top(chain[-1]))
+        d = f"M{pts[0][0]:.1f},{pts[0][1]:.1f}"
+        for (x1, y1), (x2, y2) in zip(pts, pts[1:]):
+            mid = (y1 + y2) / 2
+            d += f" C{x1:.1f},{mid:.1f} {x2:.1f},{mid:.1f} {x2:.1f},{y2:.1f}"
+        out.append(f'<path d="{d}" fill="none" stroke="#555" stroke-width="1" marker-end="url(#arrow)"/>')
     for n in graph.nodes:
         x, y = xy[n.id]
         fill = colors.get(n.device or "", "#eeeeee")

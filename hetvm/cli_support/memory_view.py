@@ -25,7 +25,7 @@ from ..ir import expr as E
 from ..ir import prim as P
 from ..ir.module import IRModule
 
-__all__ = ["Series", "live_series", "Block", "Arena", "CopyEvent", "Step", "Layout", "program_layout", "arena_layout"]
+__all__ = ["Series", "live_series", "Block", "Arena", "CopyEvent", "Step", "Layout", "program_layout", "arena_layout", "unplanned_of"]
 
 
 @dataclass
@@ -235,6 +235,7 @@ def program_layout(lowered: IRModule, func_name: str = "main", names: Mapping[st
     writer: dict[E.Var, str] = {}
     last_use: dict[E.Var, int] = {}
     killed_at: dict[E.Var, int] = {}
+    device_of: dict[E.Var, int] = {}
     layout = Layout(len(bindings))
     for pos, b in enumerate(bindings):
         value = E.binding_value(b)
@@ -245,6 +246,7 @@ def program_layout(lowered: IRModule, func_name: str = "main", names: Mapping[st
             count = _int(value.args[2])
             size = (count or 0) * np.dtype(_dtype(value.args[3]) or "float32").itemsize
             placed[b.var] = (storages[value.args[0]], _int(value.args[1]) or 0, size, pos)
+            device_of[b.var] = storages[value.args[0]].device_index
         elif op in ("memory.kill_tensor", "memory.kill_storage") and value.args and isinstance(value.args[0], E.Var):
             killed_at.setdefault(value.args[0], pos)
             continue
@@ -256,9 +258,11 @@ def program_layout(lowered: IRModule, func_name: str = "main", names: Mapping[st
             for o in outs:  # destination-passing: the first call to see a tensor writes it
                 writer[o] = "in place (views)" if kernel in _VIEWS else _short(kernel)
             out_name = outs[-1].name_hint if outs else b.var.name_hint
+            if kernel in _VIEWS and args and args[0] in device_of:
+                device_of[b.var] = device_of[args[0]]  # a view lives where its tensor does
             if kernel == "vm.builtin.copy_to" and len(value.args) >= 3 and isinstance(value.args[0], E.Var):
                 dst = value.args[2]
-                src_dev = placed[value.args[0]][0].device_index if value.args[0] in placed else -1
+                src_dev = device_of.get(value.args[0], -1)
                 dst_dev = _int(value.args[1])
                 layout.copies.append(CopyEvent(pos, display(value.args[0].name_hint, names),
                                                src_dev, dst_dev if dst_dev is not None else dev,
@@ -286,6 +290,18 @@ def program_layout(lowered: IRModule, func_name: str = "main", names: Mapping[st
             arena.outside_plan = all(b.outside for b in arena.blocks)
             layout.arenas.append(arena)
     return layout
+
+
+def unplanned_of(exe: Any) -> dict[str, str]:
+    """Tensor -> why the memory plan left it out (``returned``, ...), from ``exe.memory_plan()``."""
+    from .reports import plan_of
+
+    out: dict[str, str] = {}
+    for figures in plan_of(exe).values():
+        for entry in figures.get("unplanned", []) or []:
+            if isinstance(entry, Mapping) and "name" in entry:
+                out[str(entry["name"])] = str(entry.get("reason", "unplanned"))
+    return out
 
 
 def arena_layout(lowered: IRModule, func_name: str = "main") -> list[Arena]:

@@ -42,7 +42,7 @@ class Origin:
 
     def node_text(self) -> str:
         if self.node is None:
-            return "-"
+            return self.op_type or "-"
         return f"{self.node} ({self.op_type})" if self.op_type else self.node
 
 

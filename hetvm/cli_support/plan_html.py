@@ -333,7 +333,7 @@ def render_plan_html(page: PlanPage) -> str:
                             "gets its own storage, counted in the predicted peak)</h3>")  # fmt: skip
                 body.append(_arena_svg(arena, dev, lay.length, _OUTSIDE_H, block_ids))
             else:
-                body.append(f"<h3>arena {_esc(arena.name)} on {_esc(dev)}: {n} tensors in "
+                body.append(f"<h3>arena {_esc(arena.name)} on {_esc(dev)}: {n} tensor{'s' if n != 1 else ''} in "
                             f"{_esc(format_bytes(size))} (byte offset up, time right)</h3>")  # fmt: skip
                 body.append(_arena_svg(arena, dev, lay.length, _ARENA_H, block_ids))
         body.append("</section>")
@@ -348,16 +348,11 @@ def render_plan_html(page: PlanPage) -> str:
 def page_from_compiled(compiled: Any, rows: Sequence[Mapping[str, Any]], title: str,
                        notes: Sequence[str] = ()) -> PlanPage:  # fmt: skip
     """The page of one build (:class:`~.session.Compiled` with its explain report)."""
-    from .memory_view import program_layout
+    from .memory_view import program_layout, unplanned_of
     from .placement import device_name
-    from .reports import copies_of, plan_of
+    from .reports import copies_of
 
-    unplanned: dict[str, str] = {}
-    for figures in plan_of(compiled.exe, compiled.lowered).values():
-        for entry in figures.get("unplanned", []) or []:
-            if isinstance(entry, Mapping) and "name" in entry:
-                unplanned[str(entry["name"])] = str(entry.get("reason", "unplanned"))
-    layout = program_layout(compiled.lowered, names=compiled.names, unplanned=unplanned)
+    layout = program_layout(compiled.lowered, names=compiled.names, unplanned=unplanned_of(compiled.exe))
     copies = [c if isinstance(c, Mapping) else vars(c) for c in copies_of(compiled.explain)]
     exe_devices = list(getattr(compiled.exe, "devices", None) or [])
     devices = [f"{d['kind']}:{d['index']}" for d in exe_devices] or [device_name(v) for v in compiled.setup.vdevices]

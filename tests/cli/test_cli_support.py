@@ -84,3 +84,29 @@ def test_table_plain_and_bytes():
     assert format_bytes(512) == "512 B" and format_bytes(3 * 1024 * 1024) == "3.00 MiB"
     assert format_bytes(None) == "-"
     assert np.isfinite(1.0)
+
+
+def test_builtin_layout_routes_a_skip_edge_beside_the_nodes_it_skips():
+    """ResNet's residual edges ran straight down one column, hidden behind the nodes
+    they skip; a dummy point per skipped layer now routes them beside the chain."""
+    import re
+
+    g = Graph()
+    g.nodes = [Node("in_x", "x", "input", "cpu:0"), Node("n1", "conv", "op", "cpu:0"),
+               Node("n2", "relu", "op", "cpu:0"), Node("n3", "conv", "op", "cpu:0"),
+               Node("n4", "add", "op", "cpu:0"), Node("out0", "output", "output", "cpu:0")]  # fmt: skip
+    g.edges = [("in_x", "n1"), ("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n1", "n4"), ("n4", "out0")]
+    root = ET.fromstring(layered_svg(g))
+    ns = "{http://www.w3.org/2000/svg}"
+    boxes = [tuple(float(r.get(k)) for k in ("x", "y", "width", "height")) for r in root.iter(f"{ns}rect")
+             if r.get("rx") == "6"]  # fmt: skip
+    assert len(boxes) == 4
+    paths = [p.get("d") for p in root.iter(f"{ns}path") if p.get("marker-end")]
+    assert len(paths) == len(g.edges)
+    skip = max(paths, key=lambda d: d.count("C"))  # n1 -> n4 crosses two layers
+    points = [tuple(map(float, xy.split(","))) for xy in re.findall(r"-?[\d.]+,-?[\d.]+", skip)]
+    skipped = [b for b in boxes if points[0][1] < b[1] and b[1] + b[3] < points[-1][1]]
+    assert len(skipped) == 2  # relu and the second conv
+    for x, y in points:
+        for bx, by, bw, bh in skipped:
+            assert not (bx <= x <= bx + bw and by <= y <= by + bh), (x, y)

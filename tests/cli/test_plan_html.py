@@ -103,6 +103,7 @@ def test_viewer_in_a_headless_browser_shows_a_block_on_hover(capsys, tmp_path):
         assert b.eval("document.querySelectorAll('section').length") == 2
         count = b.eval("document.querySelectorAll('.block').length")
         assert count >= 20  # SqueezeNet's arena holds 22 tensors
+        assert b.eval("document.querySelectorAll('circle.copy').length") == 1  # sim:0 -> cpu:0 before softmax
         # the largest block of the sim:0 arena, scrolled into view
         rect = b.eval("""(function(){var best=null,area=0;
             document.querySelectorAll('section[data-device="sim:0"] .block').forEach(function(el){
