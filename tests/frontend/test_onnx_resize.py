@@ -131,6 +131,36 @@ def test_sizes_from_a_symbolic_shape(kit):
     np.testing.assert_allclose(kit.run(mod, [X])[0], expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(("scales", "mode", "layout_dims", "out_dims"), [
+    ([1, 1, 2, 1.5], "linear", ["N", 3, "H", "W"], ["N", "3", "H * 2", "W + W // 2"]),
+    # float32(0.6) is 5033165 / 2**23 exactly
+    ([1, 1, 0.6, 0.5], "nearest", ["N", "C", "H", "W"], ["N", "C", "H * 5033165 // 8388608", "W // 2"]),
+    ([1, 1.5, 0.6, 1], "cubic", [1, "H", "W", 3], ["1", "H + H // 2", "W * 5033165 // 8388608", "3"]),
+])  # fmt: skip
+def test_scales_on_symbolic_spatial_dims(kit, scales, mode, layout_dims, out_dims):
+    """floor(in * scale) is a shape expression (exact: a float scale is p / 2**k), so
+    one executable resizes every input size, on the CPU and on sim + CPU."""
+    import hetvm
+    from hetvm.cli_support.placement import pin_params
+    from hetvm.ir import VDevice
+
+    model = resize_model(kit, scales=scales, mode=mode, x_shape=layout_dims)
+    mod = from_onnx(model)
+    assert [str(d) for d in mod["main"].ret_struct_info.shape] == out_dims
+    sim_mod = pin_params(mod.with_global_infos(vdevice=[VDevice("sim", 0), VDevice("llvm", 0)]), VDevice("sim", 0))
+    vms = [hetvm.VirtualMachine(hetvm.build(mod, target="llvm")),
+           hetvm.VirtualMachine(hetvm.build(sim_mod), [hetvm.device("sim", 0), hetvm.cpu(0)])]  # fmt: skip
+    rng = np.random.default_rng(9)
+    for size in ((2, 3, 5, 7), (1, 4, 3, 3), (1, 1, 11, 4)):
+        shape = [s if isinstance(s, int) else size[i] for i, s in enumerate(layout_dims)]
+        x = rng.standard_normal(shape).astype(np.float32)
+        expected = kit.reference(model, {"x": x})[0]
+        for vm in vms:
+            got = vm["main"](x).copyto(hetvm.cpu(0)).numpy()
+            assert got.shape == expected.shape
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
 def test_scales_kept_as_import_time_values_with_params_in_input(kit):
     model = resize_model(kit, scales=[1, 1, 0.6, 1.4], mode="linear")
     mod = from_onnx(model, keep_params_in_input=True)

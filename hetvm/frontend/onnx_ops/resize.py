@@ -7,7 +7,7 @@ H and W of NCHW, or of NHWC (the axes 1 and 2) -- with the other two unchanged;
 every mode, coordinate transformation, nearest mode, ``cubic_coeff_a``,
 ``exclude_outside``, ``extrapolation_value``, ``antialias``, ``axes`` and
 ``keep_aspect_ratio_policy``. The output size from ``scales`` is
-``floor(in * scale)``, and the coordinate transformation uses the given scale
+``floor(in * scale)``, a shape expression on symbolic dims, and the coordinate transformation uses the given scale
 (hetvm's ``scales`` attr when it is not ``out / in``), as ONNX's reference does.
 
 Resize-10 and Upsample have no attributes but ``mode``: ``asymmetric`` coordinates,
@@ -17,6 +17,7 @@ and nearest takes the pixel below when upsampling and above when downsampling
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any, Sequence
 
 import numpy as np
@@ -106,11 +107,11 @@ def _resize_2d(ctx: ConvertContext, x: E.Expr, mode: str, out: list[P.PrimExpr],
     ah, aw = layout.index("H"), layout.index("W")
     hw_scales = None
     if scales is not None:
-        dims = _static(ctx, [shape[ah], shape[aw]], "a scale")
-        outs = _static(ctx, [out[ah], out[aw]], "a scale")
         pair = (scales[ah], scales[aw])
-        # the kernel's default is out / in; ONNX's scale is passed where it differs
-        if any(s != o / d for s, o, d in zip(pair, outs, dims)):
+        dims = [P.const_value(d) for d in (shape[ah], shape[aw], out[ah], out[aw])]
+        # the kernel's default is out / in; ONNX's scale is passed where it differs,
+        # and always on symbolic dims (where out / in is only known at run time)
+        if any(d is None for d in dims) or any(s != o / d for s, o, d in zip(pair, dims[2:], dims[:2])):
             hw_scales = pair
     hw_roi = None
     if ctm == "tf_crop_and_resize" and roi is not None:
@@ -131,14 +132,23 @@ def _resize_2d(ctx: ConvertContext, x: E.Expr, mode: str, out: list[P.PrimExpr],
 
 def _from_scales(ctx: ConvertContext, x: E.Expr, scales: list[float]) -> list[P.PrimExpr]:
     """ONNX's output dims from scales: ``floor(in * scale)`` (the float32 scale times
-    the dim in float64, as its reference computes it)."""
+    the dim in float64, as its reference computes it). A symbolic dim gets the
+    exact expression ``in * p // q`` with ``scale == p / q`` (a float is a dyadic
+    rational, so this is exact: ``H * 3 // 2`` for 1.5)."""
     shape = ctx.shape_of(x)
     assert shape is not None
-    dims = _static(ctx, shape, f"scales {scales}")
-    out = [int(s * d) for s, d in zip(scales, dims)]
-    if 0 in out:
-        raise ctx.error(f"scales {scales} give an empty output for input dims {dims}")
-    return [P.IntImm(o) for o in out]
+    out: list[P.PrimExpr] = []
+    for scale, dim in zip(scales, shape):
+        static = P.const_value(dim)
+        if static is not None:
+            out.append(P.IntImm(int(scale * static)))
+            continue
+        ratio = Fraction(scale)
+        scaled = P.mul(dim, ratio.numerator)
+        out.append(scaled if ratio.denominator == 1 else P.floordiv(scaled, ratio.denominator))
+    if any(P.const_value(o) == 0 for o in out):
+        raise ctx.error(f"scales {scales} give an empty output for input dims {_dims(shape)}")
+    return out
 
 
 def _mode(ctx: ConvertContext, node: NodeView, allowed: Sequence[str]) -> str:
