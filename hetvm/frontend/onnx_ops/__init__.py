@@ -28,7 +28,7 @@ CONVERTERS: dict[str, OpSpec] = {}
 
 #: ops that import only when their inputs are known at import time
 #: (they are folded with NumPy; no run-time conversion exists)
-FOLD_ONLY = frozenset({"Constant", "Size"})
+FOLD_ONLY = frozenset({"Constant", "Size", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"})
 
 
 def converter(*op_types: str, since: int = 1) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
