@@ -141,3 +141,23 @@ def nonzero(xp: Any, attrs: dict, x: Any, *rest: Any) -> None:
         raise _fail("nonzero", f"the input has {count} nonzero elements, the result was sized for {out.shape[1]}")
     if out.size:
         store(out, xp.stack(found).astype(out.dtype, copy=False))
+
+
+@register_kernel("topk")
+def topk(xp: Any, attrs: dict, data: Any, *outs: Any) -> None:
+    k = int(attrs["k"])
+    axis = int(attrs.get("axis", -1)) % data.ndim
+    n = data.shape[axis]
+    if attrs.get("largest", True):
+        # descending, equal values lowest index first: a stable ascending sort of
+        # the reversed axis, read backwards
+        order = xp.flip(xp.argsort(xp.flip(data, axis), axis=axis, kind="stable"), axis)
+        order = (n - 1) - order
+    else:
+        order = xp.argsort(data, axis=axis, kind="stable")
+    picked = xp.take(order, xp.arange(k), axis=axis)
+    ret = attrs.get("ret_type", "both")
+    if ret in ("both", "values"):
+        store(outs[0], xp.take_along_axis(data, picked, axis=axis))
+    if ret in ("both", "indices"):
+        store(outs[-1], picked.astype(outs[-1].dtype))

@@ -118,6 +118,8 @@ scatter_nd                 data, indices, updates                reduction: "upd
 one_hot                    indices, on_value, off_value          depth: int, axis: int
                            (PrimValues)
 tril triu                  x, k (PrimValue)                      -
+topk                       data -> Tuple(values, indices)        k: int, axis: int, ret_type: "both"|"values"|
+                                                                 "indices", largest: bool, dtype: str
 arange                     start, end, step (PrimValues)         dtype: str|None
 range_length               start, limit, delta (1-element        - (hetvm-only; result int64 (1,))
                            tensors)
@@ -144,7 +146,7 @@ from .elementwise import *  # noqa: F401,F403
 from .elementwise import clip  # noqa: F401
 from .extra import *  # noqa: F401,F403  (tan ... einsum: see hetvm/op/extra.py)
 from .index import strided_slice, take
-from .index_nd import gather_nd, one_hot, scatter_nd, tril, triu
+from .index_nd import gather_nd, one_hot, scatter_nd, topk, tril, triu
 from .linalg import matmul
 from .manipulate import (
     broadcast_to,
@@ -207,6 +209,7 @@ __all__ = [
     "one_hot",
     "tril",
     "triu",
+    "topk",
     "arange",
     "range_length",
     "tensor_to_shape",

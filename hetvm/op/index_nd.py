@@ -30,7 +30,7 @@ from .base import (
     tensor_arg,
 )
 
-__all__ = ["gather_nd", "scatter_nd", "one_hot", "tril", "triu", "SCATTER_REDUCTIONS"]
+__all__ = ["gather_nd", "scatter_nd", "one_hot", "tril", "triu", "topk", "SCATTER_REDUCTIONS"]
 
 #: TVM's names (ONNX ScatterND's "none" is "update", "mul" is ONNX's "mul")
 SCATTER_REDUCTIONS = ("update", "add", "mul", "min", "max")
@@ -226,3 +226,52 @@ register_op("one_hot", _infer_one_hot, num_inputs=3, attr_names=("depth", "axis"
             description="on_value where a new axis equals the index, off_value elsewhere")  # fmt: skip
 register_op("tril", _infer_triangle, num_inputs=2, description="lower triangle of the last two dims")
 register_op("triu", _infer_triangle, num_inputs=2, description="upper triangle of the last two dims")
+
+
+# --------------------------------------------------------------------------
+# topk
+# --------------------------------------------------------------------------
+
+
+def _infer_topk(call: E.Call) -> S.StructInfo:
+    op = "topk"
+    data = tensor_arg(call, 0, "data")
+    at = call.attrs
+    if at["ret_type"] not in ("both", "values", "indices"):
+        raise fail(op, f"ret_type must be 'both', 'values' or 'indices', got {at['ret_type']!r}")
+    shape = None
+    if data.ndim == 0:
+        raise fail(op, "data must have at least one dimension")
+    if data.ndim != -1:
+        axis = norm_axis(op, at["axis"], data.ndim)
+        if data.shape is not None:
+            shape = list(data.shape)
+            dim = P.const_value(shape[axis])
+            if dim is not None and at["k"] > dim:
+                raise fail(op, f"k = {at['k']} is larger than the axis ({dim})")
+            shape[axis] = P.IntImm(at["k"])
+    values = S.TensorStructInfo(shape, data.dtype, data.ndim, data.vdevice)
+    indices = S.TensorStructInfo(shape, at["dtype"], data.ndim, data.vdevice)
+    if at["ret_type"] == "values":
+        return values
+    if at["ret_type"] == "indices":
+        return indices
+    return S.TupleStructInfo([values, indices])
+
+
+def topk(
+    data: E.Expr, k: int = 1, axis: int = -1, ret_type: str = "both", largest: bool = True, dtype: str = "int32"
+) -> E.Call:
+    """The ``k`` largest (or smallest) elements along ``axis``, sorted, and their
+    indices; equal values keep their order (the lower index first), as ONNX TopK.
+    ``ret_type`` "both" gives ``(values, indices)``."""
+    kk = as_int("topk", "k", k)
+    if kk < 0:
+        raise fail("topk", f"k must be >= 0, got {kk}")
+    attrs = {"k": kk, "axis": as_int("topk", "axis", axis), "ret_type": str(ret_type),
+             "largest": bool(largest), "dtype": str(dtype)}  # fmt: skip
+    return make_call("topk", [data], attrs)
+
+
+register_op("topk", _infer_topk, num_inputs=1, attr_names=("k", "axis", "ret_type", "largest", "dtype"),
+            description="the k largest or smallest elements along an axis and their indices")  # fmt: skip

@@ -164,3 +164,34 @@ def test_range_delta_zero_is_a_clear_error():
     m = model(nodes, {"x": ("float32", ["B"])}, {"y": ("int64", ["L"])}, {"zero": np.array(0)})
     with pytest.raises(FrontendError, match=r"Range node 'steps'.*delta must be nonzero"):
         from_onnx(m)
+
+
+@pytest.mark.parametrize("largest", [0, 1])
+def test_top_k_on_a_symbolic_batch(largest):
+    m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1, largest=largest)],
+              {"x": ("float32", ["N", 6])}, {"v": ("float32", ["N", 3]), "i": ("int64", ["N", 3])},
+              {"k": np.array([3])})  # fmt: skip
+    check(m, [{"x": ints(0, 3, (4, 6)).astype(np.float32)}, {"x": ints(-5, 5, (1, 6)).astype(np.float32)}])
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_compress_length_is_bound_at_run_time(axis):
+    attrs = {} if axis is None else {"axis": axis}
+    m = model([helper.make_node("Compress", ["x", "c"], ["y"], **attrs)],
+              {"x": ("int32", [3, "N"]), "c": ("bool", ["K"])}, {"y": ("int32", ["A"] if axis is None else ["A", "B"])})  # fmt: skip
+    feeds = []
+    for n, c in ((4, [1, 0, 1]), (2, [0, 0]), (5, [1, 1, 0, 1])):
+        feeds.append({"x": ints(-9, 9, (3, n), np.int32), "c": np.array(c[: 3 if axis == 0 else n], bool)})
+    check(m, feeds)
+
+
+@pytest.mark.parametrize("time_axis", [0, 1])
+def test_reverse_sequence_on_symbolic_dims(time_axis):
+    dims = ["T", "B", 2] if time_axis == 0 else ["B", "T", 2]
+    m = model([helper.make_node("ReverseSequence", ["x", "lens"], ["y"], time_axis=time_axis, batch_axis=1 - time_axis)],
+              {"x": ("float32", dims), "lens": ("int64", ["B"])}, {"y": ("float32", dims)})  # fmt: skip
+    feeds = []
+    for t, lens in ((4, [4, 1, 3]), (2, [2, 0])):
+        shape = (t, len(lens), 2) if time_axis == 0 else (len(lens), t, 2)
+        feeds.append({"x": RNG.standard_normal(shape).astype(np.float32), "lens": np.array(lens)})
+    check(m, feeds)

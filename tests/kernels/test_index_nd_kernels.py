@@ -10,7 +10,7 @@ from hetvm.errors import HetvmRuntimeError
 from hetvm.kernels import get_kernel, has_kernel
 
 RNG = np.random.default_rng(5)
-OPS = ("gather_nd", "scatter_nd", "one_hot", "tril", "triu", "arange", "range_length", "nonzero")
+OPS = ("gather_nd", "scatter_nd", "one_hot", "tril", "triu", "arange", "range_length", "nonzero", "topk")
 
 
 def run(op, attrs, *args, shape, dtype="float32"):
@@ -149,3 +149,33 @@ def test_nonzero(x):
 def test_nonzero_count_mismatch_is_a_clear_error():
     with pytest.raises(HetvmRuntimeError, match=r"op 'nonzero': the input has 2 nonzero elements, the result was sized for 3"):
         run("nonzero", {}, np.array([1, 0, 2]), (3,), shape=(1, 3), dtype="int64")
+
+
+def topk_loop(x, k, largest):
+    """Per row: sort (value, index) pairs, the larger value (or smaller) first, then the lower index."""
+    rows = x.reshape(-1, x.shape[-1])
+    order = [sorted(range(len(r)), key=lambda i, r=r: (-int(r[i]) if largest else int(r[i]), i))[:k] for r in rows]
+    idx = np.array(order, np.int64).reshape(x.shape[:-1] + (k,))
+    return np.take_along_axis(x, idx, -1), idx
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint64"])
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_topk_ties_keep_the_lower_index(largest, dtype, axis):
+    x = RNG.integers(0, 4, (3, 6)).astype(dtype)  # many ties
+    xt = np.moveaxis(x, axis, -1)
+    k = 2
+    values, idx = topk_loop(xt, k, largest)
+    shape = np.moveaxis(values, -1, axis).shape
+    outs = [np.zeros(shape, dtype), np.zeros(shape, np.int64)]
+    get_kernel("topk", "cpu")(np, {"k": k, "axis": axis, "largest": largest, "ret_type": "both"}, x, *outs)
+    np.testing.assert_array_equal(outs[0], np.moveaxis(values, -1, axis))
+    np.testing.assert_array_equal(outs[1], np.moveaxis(idx, -1, axis))
+
+
+def test_topk_of_zero_and_of_an_empty_batch():
+    out = np.zeros((0, 0), np.float32), np.zeros((0, 0), np.int64)
+    get_kernel("topk", "cpu")(np, {"k": 0, "axis": 1, "largest": True, "ret_type": "both"}, np.zeros((0, 4), np.float32), *out)
+    got = run("topk", {"k": 0, "axis": 1, "largest": True, "ret_type": "values"}, np.ones((2, 3), np.float32), shape=(2, 0))
+    assert got.shape == (2, 0)

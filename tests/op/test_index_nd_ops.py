@@ -103,3 +103,15 @@ def test_nonzero_takes_its_length_from_a_shape():
     assert shape_str(op.nonzero(t((), name="s"), (k,))) == ("1", "k")
     for name in ("gather_nd", "scatter_nd", "one_hot", "tril", "arange", "nonzero"):
         assert op_info(name).pure and op_info(name).device_behavior is DeviceBehavior.FOLLOW_INPUTS
+
+
+def test_topk_shapes_and_errors():
+    x = t((n, 5))
+    values, indices = op.topk(x, 3, 1, dtype="int64").struct_info.fields
+    assert shape_str(op.topk(x, 3, 1, "values")) == ("n", "3") and values.dtype == "float32"
+    assert indices.dtype == "int64" and indices.shape == values.shape
+    assert shape_str(op.topk(x, 2, 0, "indices")) == ("2", "5")  # k of a symbolic axis: checked at run time
+    with pytest.raises(StructInfoError, match=r"op 'topk': k = 6 is larger than the axis \(5\)"):
+        op.topk(x, 6)
+    with pytest.raises(StructInfoError, match="ret_type must be"):
+        op.topk(x, 1, ret_type="all")

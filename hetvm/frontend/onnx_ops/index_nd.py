@@ -155,3 +155,67 @@ def _one_element(ctx: ConvertContext, value: Any, dtype: str, what: str) -> Any:
     if shape is not None and any(P.const_value(d) != 1 for d in shape):
         raise ctx.error(f"{what} must be a scalar, got {S.describe(ctx.sinfo(t))}")
     return ctx.call("reshape", t, (1,))
+
+
+@converter("TopK", since=1)
+def _top_k(ctx: ConvertContext, node: NodeView) -> Any:
+    """topk returning (values, int64 indices); K is an attribute before opset 10,
+    then an input that must be known at import time."""
+    x = ctx.tensor(0, "X")
+    if node.opset < 10:
+        k = int(node.attr("k"))
+    else:
+        ks = ctx.ints(node.input(1), "K")
+        if not ks or len(ks) != 1:
+            raise ctx.error(f"K must be one integer, got {ks}")
+        k = ks[0]
+    largest = bool(node.attr("largest", 1))
+    call = ctx.call("topk", x, k, int(node.attr("axis", -1)), "both", largest, "int64")
+    return [ctx.emit(E.TupleGetItem(call, 0)), ctx.emit(E.TupleGetItem(call, 1))]
+
+
+@converter("Compress", since=9)
+def _compress(ctx: ConvertContext, node: NodeView) -> Any:
+    """take(x, nonzero(condition)[0], axis): the slices where condition is true
+    (the count bound to a fresh dim at run time); no axis: of the flattened x."""
+    x = ctx.tensor(0, "input")
+    cond = ctx.tensor(1, "condition")
+    if ctx.rank(cond) != 1:
+        raise ctx.error(f"condition must be 1-D, got rank {ctx.rank(cond)}")
+    mask = cond if ctx.dtype(cond) == "bool" else ctx.call("astype", cond, "bool")
+    count = ctx.call("sum", ctx.call("astype", mask, "int64"))
+    shape, _ = _bind_length(ctx, ctx.call("reshape", count, (1,)), f"{node.output_names[0]}_count")
+    where = ctx.call("nonzero", mask, shape)
+    picked = ctx.call("reshape", where, (shape.struct_info.values[0],))
+    axis = node.attr("axis")
+    if axis is None:
+        return ctx.call("take", ctx.call("flatten", x), picked, 0)
+    rank = ctx.rank(x)
+    if not -rank <= int(axis) < rank:
+        raise ctx.error(f"axis {axis} is out of range for rank {rank}")
+    return ctx.call("take", x, picked, int(axis) % rank)
+
+
+@converter("ReverseSequence", since=10)
+def _reverse_sequence(ctx: ConvertContext, node: NodeView) -> Any:
+    """gather_elements along the time axis at ``L - 1 - t`` where ``t < L`` (the
+    batch entry's length), ``t`` elsewhere."""
+    x = ctx.tensor(0, "input")
+    lens = ctx.tensor(1, "sequence_lens")
+    shape = ctx.known_shape(x, "input")
+    rank = len(shape)
+    if rank < 2:
+        raise ctx.error(f"needs an input of rank >= 2, got rank {rank}")
+    t_axis, b_axis = int(node.attr("time_axis", 0)), int(node.attr("batch_axis", 1))
+    if {t_axis, b_axis} != {0, 1}:
+        raise ctx.error(f"time_axis and batch_axis must be 0 and 1, got {t_axis} and {b_axis}")
+    t = ctx.call("arange", 0, shape[t_axis], 1, dtype="int64")
+    lens = ctx.call("astype", lens, "int64") if ctx.dtype(lens) != "int64" else lens
+    grid = (shape[t_axis], 1) if t_axis == 0 else (1, shape[t_axis])
+    t = ctx.call("reshape", t, grid)
+    lens = ctx.call("reshape", lens, (1, shape[b_axis]) if t_axis == 0 else (shape[b_axis], 1))
+    flipped = ctx.call("subtract", ctx.call("subtract", lens, ctx.const(1, "int64")), t)
+    idx = ctx.call("where", ctx.call("less", t, lens), flipped, t)
+    idx = ctx.call("reshape", idx, tuple(shape[:2]) + (1,) * (rank - 2))
+    idx = ctx.call("broadcast_to", idx, tuple(shape))
+    return ctx.call("gather_elements", x, idx, t_axis)
