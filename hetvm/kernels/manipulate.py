@@ -174,10 +174,25 @@ def matmul(xp: Any, attrs: dict, a: Any, b: Any, out: Any) -> None:
     xp.matmul(a, b, out=out)
 
 
+def _empty_identity(fn_name: str, dtype: Any) -> Any:
+    """What max/min of no elements is (ONNX's ReduceMax/ReduceMin of an empty set):
+    the identity of the reduction, -inf/+inf or the integer type's extremes."""
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return fn_name == "min"
+    if dt.kind == "f":
+        return -np.inf if fn_name == "max" else np.inf
+    info = np.iinfo(dt)
+    return info.min if fn_name == "max" else info.max
+
+
 def _reduction(op: str, fn_name: str) -> None:
     def kernel(xp: Any, attrs: dict, x: Any, out: Any) -> None:
         axis = axes_or_none(attrs.get("axis"))
         keep = bool(attrs.get("keepdims", False))
+        if x.size == 0 and fn_name in ("max", "min"):
+            out[...] = _empty_identity(fn_name, out.dtype)  # NumPy refuses a zero-size max
+            return
         res = getattr(xp, fn_name)(x, axis=axis, keepdims=keep)
         store(out, xp.asarray(res).astype(out.dtype, copy=False))
 

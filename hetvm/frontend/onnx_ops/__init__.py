@@ -28,7 +28,7 @@ CONVERTERS: dict[str, OpSpec] = {}
 
 #: ops that import only when their inputs are known at import time
 #: (they are folded with NumPy; no run-time conversion exists)
-FOLD_ONLY = frozenset({"Constant", "Size", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"})
+FOLD_ONLY = frozenset({"Constant", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"})
 
 
 def converter(*op_types: str, since: int = 1) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -54,4 +54,4 @@ def is_supported(op_type: str, opset: int) -> bool:
     return lookup(op_type, opset) is not None or op_type in FOLD_ONLY
 
 
-from . import activation, attention, conv_transpose, elementwise, index_nd, layout, loss, nn, norm, quantize, reduce, resize, rotary, shape  # noqa: E402,F401,I001  (registers converters)
+from . import activation, attention, conv_transpose, elementwise, index_nd, layout, loss, nn, norm, pool_size, quantize, reduce, resize, rotary, shape  # noqa: E402,F401,I001  (registers converters)

@@ -7,6 +7,7 @@ may hold symbolic dimensions (see :class:`..fold.SymArray`).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -229,7 +230,9 @@ def _pad(ctx: ConvertContext, node: NodeView) -> Any:
         pads = ctx.ints(node.input(1), "pads")
         value = node.input(2)
         if value is not None and not isinstance(value, np.ndarray):
-            raise ctx.error("constant_value must be known at import time")
+            if mode != "constant":
+                return _pad(ctx, dataclasses.replace(node, inputs=node.inputs[:2] + [None] + node.inputs[3:]))
+            return _pad_with_run_time_value(ctx, node, x, value)
         value = 0.0 if value is None else float(np.asarray(value).reshape(()))
         axes = ctx.ints(node.input(3), "axes")
     else:
@@ -247,3 +250,23 @@ def _pad(ctx: ConvertContext, node: NodeView) -> Any:
     # hetvm (after TVM) orders pad_width as (before0, after0, before1, after1, ...)
     pad_width = [v for a in range(rank) for v in (width[a], width[rank + a])]
     return ctx.call("nn.pad", x, pad_width, pad_mode=mode, pad_value=value)
+
+
+def _pad_with_run_time_value(ctx: ConvertContext, node: NodeView, x: Any, value: Any) -> Any:
+    """Pad by a constant computed at run time: zero padding, then ``value`` where a
+    padded mask (ones padded with zeros) is 0."""
+    zero_pad = dataclasses.replace(node, inputs=node.inputs[:2] + [None] + node.inputs[3:])
+    padded = _pad(ctx, zero_pad)
+    if padded is x:
+        return x
+    # the converter reads its data from the node being converted: the mask's view
+    ones = dataclasses.replace(zero_pad, inputs=[ctx.call("ones_like", x), *zero_pad.inputs[1:]])
+    outer, ctx.node = ctx.node, ones
+    try:
+        mask = _pad(ctx, ones)
+    finally:
+        ctx.node = outer
+    fill = ctx.call("reshape", ctx.tensor(value, "constant_value"), ())
+    if ctx.dtype(fill) != ctx.dtype(x):
+        fill = ctx.call("astype", fill, ctx.dtype(x))
+    return ctx.call("where", ctx.call("astype", mask, "bool"), padded, fill)
