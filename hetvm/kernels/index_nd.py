@@ -1,4 +1,4 @@
-"""Kernels of :mod:`hetvm.op.index_nd` and :mod:`hetvm.op.dynamic`: one
+"""Kernels of :mod:`hetvm.op.index_nd`, :mod:`hetvm.op.dynamic` and ``det``: one
 implementation for NumPy and CuPy through ``xp``.
 
 Indices are checked before use: an index outside ``[-dim, dim)`` is an error
@@ -161,3 +161,8 @@ def topk(xp: Any, attrs: dict, data: Any, *outs: Any) -> None:
         store(outs[0], xp.take_along_axis(data, picked, axis=axis))
     if ret in ("both", "indices"):
         store(outs[-1], picked.astype(outs[-1].dtype))
+
+
+@register_kernel("det")
+def det(xp: Any, attrs: dict, data: Any, out: Any) -> None:
+    store(out, xp.linalg.det(data).astype(out.dtype, copy=False))

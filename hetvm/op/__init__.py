@@ -27,6 +27,7 @@ sign reciprocal
 logical_not
 clip                       data                                  min: float, max: float
 matmul                     x1, x2                                out_dtype: str|None
+det                        data (..., M, M) -> (...)             - (hetvm-only)
 nn.conv2d                  data, weight                          strides: 2-tuple, padding: pad4,
                                                                  dilation: 2-tuple, groups: int,
                                                                  data_layout: str ("NCHW"),
@@ -147,7 +148,7 @@ from .elementwise import clip  # noqa: F401
 from .extra import *  # noqa: F401,F403  (tan ... einsum: see hetvm/op/extra.py)
 from .index import strided_slice, take
 from .index_nd import gather_nd, one_hot, scatter_nd, topk, tril, triu
-from .linalg import matmul
+from .linalg import det, matmul
 from .manipulate import (
     broadcast_to,
     concat,
@@ -210,6 +211,7 @@ __all__ = [
     "tril",
     "triu",
     "topk",
+    "det",
     "arange",
     "range_length",
     "tensor_to_shape",

@@ -19,7 +19,7 @@ from .base import (
     tensor_arg,
 )
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "det"]
 
 
 def _infer_matmul(call: E.Call) -> S.StructInfo:
@@ -76,3 +76,25 @@ register_op(
 def matmul(x1: E.Expr, x2: E.Expr, out_dtype: Any = None) -> E.Call:
     """Matrix product ``x1 @ x2`` (NumPy rules); ``out_dtype`` None keeps the input dtype."""
     return make_call("matmul", [x1, x2], {"out_dtype": dtype_str(out_dtype)})
+
+
+def _infer_det(call: E.Call) -> S.StructInfo:
+    x = tensor_arg(call, 0, "data")
+    if x.dtype is not None and not x.dtype.startswith("float"):
+        raise StructInfoError(f"op 'det': needs a floating-point tensor, got {x.dtype}")
+    if x.ndim != -1 and x.ndim < 2:
+        raise StructInfoError(f"op 'det': needs square matrices in the last two dims, got {S.describe(x)}")
+    if x.shape is None:
+        return S.TensorStructInfo(None, x.dtype, -1 if x.ndim == -1 else x.ndim - 2, x.vdevice)
+    if dims_conflict(x.shape[-1], x.shape[-2]):
+        raise StructInfoError(f"op 'det': the last two dims must be equal (square), got {S.describe(x)}")
+    return S.TensorStructInfo(x.shape[:-2], x.dtype, vdevice=x.vdevice)
+
+
+register_op("det", _infer_det, num_inputs=1, description="determinant of the matrices in the last two dims")
+
+
+def det(data: E.Expr) -> E.Call:
+    """The determinant of each square matrix in the last two dims (ONNX Det);
+    hetvm-only (TVM Relax has no such op)."""
+    return make_call("det", [data])

@@ -59,3 +59,18 @@ def test_reduce_max_min_of_an_empty_set_is_the_identity(op_type, dtype):
 def test_windows_fold_at_import(op_type):
     m = model([helper.make_node(op_type, ["n"], ["y"], periodic=0)], {}, {"y": ("float32", [7])}, {"n": np.array(7)})
     check(m, [{}])
+
+
+@pytest.mark.parametrize("target,axes", [([3, 8], [1, 2]), ([5, 4], None), ([2], [-1])])
+def test_center_crop_pad(target, axes):
+    attrs = {} if axes is None else {"axes": axes}
+    x_shape = [2, 6, 5] if axes is not None else [6, 5]
+    out = ["A", "B", "C"][: len(x_shape)]
+    m = model([helper.make_node("CenterCropPad", ["x", "s"], ["y"], **attrs)], {"x": ("float32", x_shape)},
+              {"y": ("float32", out)}, {"s": np.array(target)})  # fmt: skip
+    check(m, [{"x": RNG.standard_normal(x_shape).astype(np.float32)}])
+
+
+def test_det_of_a_symbolic_batch():
+    m = model([helper.make_node("Det", ["x"], ["y"])], {"x": ("float64", ["N", 3, 3])}, {"y": ("float64", ["N"])})
+    check(m, [{"x": RNG.standard_normal((4, 3, 3))}, {"x": RNG.standard_normal((0, 3, 3))}])

@@ -10,7 +10,7 @@ from hetvm.errors import HetvmRuntimeError
 from hetvm.kernels import get_kernel, has_kernel
 
 RNG = np.random.default_rng(5)
-OPS = ("gather_nd", "scatter_nd", "one_hot", "tril", "triu", "arange", "range_length", "nonzero", "topk")
+OPS = ("gather_nd", "scatter_nd", "one_hot", "tril", "triu", "arange", "range_length", "nonzero", "topk", "det")
 
 
 def run(op, attrs, *args, shape, dtype="float32"):

@@ -115,3 +115,12 @@ def test_topk_shapes_and_errors():
         op.topk(x, 6)
     with pytest.raises(StructInfoError, match="ret_type must be"):
         op.topk(x, 1, ret_type="all")
+
+
+def test_det_of_square_matrices():
+    assert shape_str(op.det(t((n, 3, 3)))) == ("n",)
+    assert op.det(t((4, 4))).struct_info.static_shape == ()
+    with pytest.raises(StructInfoError, match="op 'det': the last two dims must be equal"):
+        op.det(t((n, 3, 4)))
+    with pytest.raises(StructInfoError, match="op 'det': needs a floating-point tensor"):
+        op.det(t((3, 3), "int32"))

@@ -114,7 +114,7 @@ def _samples():
     calls += [op.image.resize2d(img, (n, 12)), op.image.resize2d(img, 4, method="cubic", scales=(0.5, 0.5), antialias=True)]
     calls += [op.nn.conv2d_transpose(img, tensor((4, 3, 3, 3), name="wt"), 2, (1, 0), 1, 1, 2), op.nn.conv1d_transpose(tensor((n, 4, 8), name="s1"), tensor((4, 2, 3), name="w1"), 2, 1, 1, groups=2, out_dtype="float32")]  # hetvm/op/nn/conv_transpose.py
     ii = tensor((n, 2), "int64", name="ii")  # hetvm/op/index_nd.py, hetvm/op/dynamic.py
-    calls += [op.gather_nd(x, ii), op.gather_nd(tensor((n, 4, 3), name="g3"), tensor((n, 1), "int64", name="gi"), 1), op.scatter_nd(x, ii, tensor((n,), name="u")), op.scatter_nd(x, ii, tensor((n,), name="u"), "max"), op.one_hot(ii, 1.0, 0.0, 3), op.one_hot(ii, 1, 0, 4, 0), op.tril(x), op.triu(x, -1), op.arange(n), op.arange(0.5, 2.0, 0.25, "float64"), op.range_length(*[tensor((1,), "int64", name=f"r{i}") for i in range(3)]), op.tensor_to_shape(tensor((2,), "int64", name="s2")), op.nonzero(x), op.nonzero(x, (m,)), op.topk(x, 2), op.topk(x, 1, 0, "indices", False, "int64")]
+    calls += [op.gather_nd(x, ii), op.gather_nd(tensor((n, 4, 3), name="g3"), tensor((n, 1), "int64", name="gi"), 1), op.scatter_nd(x, ii, tensor((n,), name="u")), op.scatter_nd(x, ii, tensor((n,), name="u"), "max"), op.one_hot(ii, 1.0, 0.0, 3), op.one_hot(ii, 1, 0, 4, 0), op.tril(x), op.triu(x, -1), op.arange(n), op.arange(0.5, 2.0, 0.25, "float64"), op.range_length(*[tensor((1,), "int64", name=f"r{i}") for i in range(3)]), op.tensor_to_shape(tensor((2,), "int64", name="s2")), op.nonzero(x), op.nonzero(x, (m,)), op.topk(x, 2), op.topk(x, 1, 0, "indices", False, "int64"), op.det(tensor((n, 3, 3), name="sq"))]
     return calls
 
 
