@@ -40,6 +40,28 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_cast_no_saturate_FLOAT_to_FLOAT8E4M3FN_cpu$",
         r"^test_cast_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ_cpu$",
     ],
+    # 19 case(s)
+    'HetvmRuntimeError: unsupported dtype dtype(bfloat16)': [
+        r"^test_attention_3d_causal_bf16_expanded_cpu$",
+        r"^test_attention_4d_attn_mask_causal_bf16_expanded_cpu$",
+        r"^test_attention_4d_causal_bf16_expanded_cpu$",
+        r"^test_attention_4d_causal_padded_kv_bf16_expanded_cpu$",
+        r"^test_attention_4d_padded_kv_bf16_expanded_cpu$",
+        r"^test_cast_BFLOAT16_to_FLOAT_cpu$",
+        r"^test_castlike_BFLOAT16_to_FLOAT_cpu$",
+        r"^test_castlike_BFLOAT16_to_FLOAT_expanded_cpu$",
+        r"^test_castlike_FLOAT_to_BFLOAT16_cpu$",
+        r"^test_castlike_FLOAT_to_BFLOAT16_expanded_cpu$",
+        r"^test_celu_bfloat16_cpu$",
+        r"^test_celu_bfloat16_expanded_cpu$",
+        r"^test_compress_bfloat16_cpu$",
+        r"^test_einsum_batch_matmul_bfloat16_cpu$",
+        r"^test_einsum_sum_bfloat16_cpu$",
+        r"^test_einsum_transpose_bfloat16_cpu$",
+        r"^test_onehot_with_bfloat16_values_cpu$",
+        r"^test_range_bfloat16_type_positive_delta_cpu$",
+        r"^test_reversesequence_bfloat16_cpu$",
+    ],
     # 18 case(s)
     'FrontendError: unsupported ONNX operator(s): GridSample': [
         r"^test_gridsample_aligncorners_true_cpu$",
@@ -165,22 +187,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_causal_conv_with_state_with_bias_and_past_state_cpu$",
         r"^test_causal_conv_with_state_with_bias_cpu$",
         r"^test_causal_conv_with_state_with_past_state_cpu$",
-    ],
-    # 13 case(s)
-    'HetvmRuntimeError: unsupported dtype dtype(bfloat16)': [
-        r"^test_attention_3d_causal_bf16_expanded_cpu$",
-        r"^test_attention_4d_attn_mask_causal_bf16_expanded_cpu$",
-        r"^test_attention_4d_causal_bf16_expanded_cpu$",
-        r"^test_cast_BFLOAT16_to_FLOAT_cpu$",
-        r"^test_castlike_BFLOAT16_to_FLOAT_cpu$",
-        r"^test_castlike_BFLOAT16_to_FLOAT_expanded_cpu$",
-        r"^test_castlike_FLOAT_to_BFLOAT16_cpu$",
-        r"^test_castlike_FLOAT_to_BFLOAT16_expanded_cpu$",
-        r"^test_celu_bfloat16_cpu$",
-        r"^test_celu_bfloat16_expanded_cpu$",
-        r"^test_einsum_batch_matmul_bfloat16_cpu$",
-        r"^test_einsum_sum_bfloat16_cpu$",
-        r"^test_einsum_transpose_bfloat16_cpu$",
     ],
     # 13 case(s)
     'HetvmRuntimeError: unsupported dtype dtype(int2)': [
@@ -336,40 +342,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_image_decoder_decode_tiff_rgb_cpu$",
         r"^test_image_decoder_decode_webp_rgb_cpu$",
     ],
-    # 9 case(s)
-    'numerical mismatch with the expected outputs': [
-        r"^test_averagepool_2d_ceil_last_window_starts_on_pad_cpu$",
-        r"^test_cast_FLOAT16_to_FLOAT8E5M2_cpu$",
-        r"^test_cast_FLOAT_to_FLOAT8E5M2_cpu$",
-        r"^test_castlike_FLOAT16_to_FLOAT8E5M2_cpu$",
-        r"^test_castlike_FLOAT16_to_FLOAT8E5M2_expanded_cpu$",
-        r"^test_castlike_FLOAT_to_FLOAT8E5M2_cpu$",
-        r"^test_castlike_FLOAT_to_FLOAT8E5M2_expanded_cpu$",
-        r"^test_causal_conv_with_state_silu_fp16_expanded_cpu$",
-        r"^test_maxpool_2d_ceil_output_size_reduce_by_one_cpu$",
-    ],
-    # 8 case(s)
-    'FrontendError: Pad: constant_value must be known at import time': [
-        r"^test_attention_4d_causal_padded_kv_bf16_expanded_cpu$",
-        r"^test_attention_4d_diff_heads_mask4d_padded_kv_expanded_cpu$",
-        r"^test_attention_4d_padded_kv_bf16_expanded_cpu$",
-        r"^test_attention_local_window_ext_cache_float16_mask_expanded_cpu$",
-        r"^test_attention_local_window_ext_cache_rank2_mask_expanded_cpu$",
-        r"^test_attention_local_window_ext_cache_rank3_head_mask_expanded_cpu$",
-        r"^test_attention_local_window_ext_cache_rank4_batch_mask_expanded_cpu$",
-        r"^test_attention_local_window_gqa_rank4_mask_expanded_cpu$",
-    ],
-    # 8 case(s)
-    'FrontendError: unsupported ONNX operator(s): LpPool': [
-        r"^test_lppool_1d_default_cpu$",
-        r"^test_lppool_2d_default_cpu$",
-        r"^test_lppool_2d_dilations_cpu$",
-        r"^test_lppool_2d_pads_cpu$",
-        r"^test_lppool_2d_same_lower_cpu$",
-        r"^test_lppool_2d_same_upper_cpu$",
-        r"^test_lppool_2d_strides_cpu$",
-        r"^test_lppool_3d_default_cpu$",
-    ],
     # 8 case(s)
     'FrontendError: unsupported ONNX operator(s): QLinearMatMul': [
         r"^test_qlinearmatmul_2D_int8_float16_cpu$",
@@ -380,6 +352,17 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_qlinearmatmul_3D_int8_float32_cpu$",
         r"^test_qlinearmatmul_3D_uint8_float16_cpu$",
         r"^test_qlinearmatmul_3D_uint8_float32_cpu$",
+    ],
+    # 8 case(s)
+    'numerical mismatch with the expected outputs': [
+        r"^test_averagepool_2d_ceil_last_window_starts_on_pad_cpu$",
+        r"^test_cast_FLOAT16_to_FLOAT8E5M2_cpu$",
+        r"^test_cast_FLOAT_to_FLOAT8E5M2_cpu$",
+        r"^test_castlike_FLOAT16_to_FLOAT8E5M2_cpu$",
+        r"^test_castlike_FLOAT16_to_FLOAT8E5M2_expanded_cpu$",
+        r"^test_castlike_FLOAT_to_FLOAT8E5M2_cpu$",
+        r"^test_castlike_FLOAT_to_FLOAT8E5M2_expanded_cpu$",
+        r"^test_maxpool_2d_ceil_output_size_reduce_by_one_cpu$",
     ],
     # 7 case(s)
     "FrontendError: QuantizeLinear: unsupported dtype '…' of the zero point (the output type): hetvm's runtime has no such type": [
@@ -432,16 +415,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_scatter_elements_without_axis_cpu$",
     ],
     # 7 case(s)
-    'FrontendError: unsupported ONNX operator(s): ScatterND': [
-        r"^test_scatternd_add_cpu$",
-        r"^test_scatternd_cpu$",
-        r"^test_scatternd_max_cpu$",
-        r"^test_scatternd_max_with_element_indices_cpu$",
-        r"^test_scatternd_min_cpu$",
-        r"^test_scatternd_min_with_element_indices_cpu$",
-        r"^test_scatternd_multiply_cpu$",
-    ],
-    # 7 case(s)
     'FrontendError: unsupported ONNX operator(s): TfIdfVectorizer': [
         r"^test_tfidfvectorizer_tf_batch_onlybigrams_skip0_cpu$",
         r"^test_tfidfvectorizer_tf_batch_onlybigrams_skip5_cpu$",
@@ -450,16 +423,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_tfidfvectorizer_tf_onlybigrams_levelempty_cpu$",
         r"^test_tfidfvectorizer_tf_onlybigrams_skip5_cpu$",
         r"^test_tfidfvectorizer_tf_uniandbigrams_skip5_cpu$",
-    ],
-    # 7 case(s)
-    'FrontendError: unsupported ONNX operator(s): TopK': [
-        r"^test_top_k_cpu$",
-        r"^test_top_k_negative_axis_cpu$",
-        r"^test_top_k_same_values_2d_cpu$",
-        r"^test_top_k_same_values_cpu$",
-        r"^test_top_k_same_values_largest_cpu$",
-        r"^test_top_k_smallest_cpu$",
-        r"^test_top_k_uint64_cpu$",
     ],
     # 7 case(s)
     'FrontendError: unsupported ONNX operator(s): Unique': [
@@ -490,15 +453,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_training_dropout_zero_ratio_mask_cpu$",
     ],
     # 6 case(s)
-    'FrontendError: unsupported ONNX operator(s): CenterCropPad': [
-        r"^test_center_crop_pad_crop_and_pad_cpu$",
-        r"^test_center_crop_pad_crop_axes_chw_cpu$",
-        r"^test_center_crop_pad_crop_axes_hwc_cpu$",
-        r"^test_center_crop_pad_crop_cpu$",
-        r"^test_center_crop_pad_crop_negative_axes_hwc_cpu$",
-        r"^test_center_crop_pad_pad_cpu$",
-    ],
-    # 6 case(s)
     'FrontendError: unsupported ONNX operator(s): GRU': [
         r"^test_gru_batchwise_cpu$",
         r"^test_gru_bidirectional_cpu$",
@@ -524,15 +478,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_sequence_map_identity_1_sequence_1_tensor_expanded_cpu$",
         r"^test_sequence_map_identity_1_sequence_expanded_cpu$",
         r"^test_sequence_map_identity_2_sequences_expanded_cpu$",
-    ],
-    # 6 case(s)
-    'FrontendError: unsupported ONNX operator(s): OneHot': [
-        r"^test_onehot_negative_indices_cpu$",
-        r"^test_onehot_out_of_range_indices_cpu$",
-        r"^test_onehot_with_axis_cpu$",
-        r"^test_onehot_with_bfloat16_values_cpu$",
-        r"^test_onehot_with_negative_axis_cpu$",
-        r"^test_onehot_without_axis_cpu$",
     ],
     # 6 case(s)
     'FrontendError: unsupported ONNX operator(s): RNN': [
@@ -585,14 +530,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_col2im_dilations_cpu$",
         r"^test_col2im_pads_cpu$",
         r"^test_col2im_strides_cpu$",
-    ],
-    # 5 case(s)
-    'FrontendError: unsupported ONNX operator(s): Compress': [
-        r"^test_compress_0_cpu$",
-        r"^test_compress_1_cpu$",
-        r"^test_compress_bfloat16_cpu$",
-        r"^test_compress_default_axis_cpu$",
-        r"^test_compress_negative_axis_cpu$",
     ],
     # 5 case(s)
     'FrontendError: unsupported ONNX operator(s): StringConcat': [
@@ -650,12 +587,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_dynamicquantizelinear_min_adjusted_cpu$",
     ],
     # 3 case(s)
-    'FrontendError: unsupported ONNX operator(s): GatherND': [
-        r"^test_gathernd_example_float32_cpu$",
-        r"^test_gathernd_example_int32_batch_dim1_cpu$",
-        r"^test_gathernd_example_int32_cpu$",
-    ],
-    # 3 case(s)
     'FrontendError: unsupported ONNX operator(s): RandomUniformLike': [
         r"^test_bernoulli_double_expanded_cpu$",
         r"^test_bernoulli_expanded_cpu$",
@@ -666,12 +597,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_regex_full_match_basic_cpu$",
         r"^test_regex_full_match_email_domain_cpu$",
         r"^test_regex_full_match_empty_cpu$",
-    ],
-    # 3 case(s)
-    'FrontendError: unsupported ONNX operator(s): ReverseSequence': [
-        r"^test_reversesequence_batch_cpu$",
-        r"^test_reversesequence_bfloat16_cpu$",
-        r"^test_reversesequence_time_cpu$",
     ],
     # 3 case(s)
     'FrontendError: unsupported ONNX operator(s): RoiAlign': [
@@ -714,39 +639,14 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_maxpool_with_argmax_2d_precomputed_strides_cpu$",
     ],
     # 2 case(s)
-    'FrontendError: Size: supported only with inputs known at import time': [
-        r"^test_size_cpu$",
-        r"^test_size_example_cpu$",
-    ],
-    # 2 case(s)
     "FrontendError: graph input '…' is not a tensor (sequence, map and optional inputs are not supported)": [
         r"^test_identity_opt_cpu$",
         r"^test_identity_sequence_cpu$",
     ],
     # 2 case(s)
-    'FrontendError: unsupported ONNX operator(s): BlackmanWindow': [
-        r"^test_blackmanwindow_cpu$",
-        r"^test_blackmanwindow_symmetric_cpu$",
-    ],
-    # 2 case(s)
     'FrontendError: unsupported ONNX operator(s): ConvInteger': [
         r"^test_convinteger_with_padding_cpu$",
         r"^test_convinteger_without_padding_cpu$",
-    ],
-    # 2 case(s)
-    'FrontendError: unsupported ONNX operator(s): Det': [
-        r"^test_det_2d_cpu$",
-        r"^test_det_nd_cpu$",
-    ],
-    # 2 case(s)
-    'FrontendError: unsupported ONNX operator(s): HammingWindow': [
-        r"^test_hammingwindow_cpu$",
-        r"^test_hammingwindow_symmetric_cpu$",
-    ],
-    # 2 case(s)
-    'FrontendError: unsupported ONNX operator(s): HannWindow': [
-        r"^test_hannwindow_cpu$",
-        r"^test_hannwindow_symmetric_cpu$",
     ],
     # 2 case(s)
     'FrontendError: unsupported ONNX operator(s): MaxUnpool': [
@@ -784,11 +684,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_adam_multiple_cpu$",
     ],
     # 2 case(s)
-    'HetvmRuntimeError: kernel \'…\' on cpu:0 failed in function \'…\', pc 3: kernel max@dev0(r0) -> (r2) {"axis": [1], "keepdims": true}: ValueError: zero-size array to': [
-        r"^test_reduce_max_empty_set_bool_cpu$",
-        r"^test_reduce_max_empty_set_cpu$",
-    ],
-    # 2 case(s)
     "HetvmRuntimeError: unsupported dtype dtype('…')": [
         r"^test_equal_string_broadcast_cpu$",
         r"^test_equal_string_cpu$",
@@ -803,20 +698,12 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_convtranspose_3d_cpu$",
     ],
     # 1 case(s)
-    'FrontendError: Range: supported only with inputs known at import time': [
-        r"^test_range_bfloat16_type_positive_delta_cpu$",
+    'FrontendError: LpPool: only 1-D and 2-D spatial inputs are supported, got a rank-5 input': [
+        r"^test_lppool_3d_default_cpu$",
     ],
     # 1 case(s)
     'FrontendError: unsupported ONNX operator(s): MatMulInteger': [
         r"^test_matmulinteger_cpu$",
-    ],
-    # 1 case(s)
-    'FrontendError: unsupported ONNX operator(s): MelWeightMatrix': [
-        r"^test_melweightmatrix_cpu$",
-    ],
-    # 1 case(s)
-    'FrontendError: unsupported ONNX operator(s): NonZero': [
-        r"^test_nonzero_example_cpu$",
     ],
     # 1 case(s)
     'FrontendError: unsupported ONNX operator(s): QLinearConv': [
@@ -829,14 +716,6 @@ EXCLUDED: dict[str, list[str]] = {
     # 1 case(s)
     'FrontendError: unsupported ONNX operator(s): ai.onnx.ml.Binarizer': [
         r"^test_ai_onnx_ml_binarizer_cpu$",
-    ],
-    # 1 case(s)
-    'HetvmRuntimeError: kernel \'…\' on cpu:0 failed in function \'…\', pc 2: kernel max@dev0(r0) -> (r2) {"axis": [1], "keepdims": true}: ValueError: zero-size array to': [
-        r"^test_reduce_log_sum_exp_empty_set_cpu$",
-    ],
-    # 1 case(s)
-    'HetvmRuntimeError: kernel \'…\' on cpu:0 failed in function \'…\', pc 3: kernel min@dev0(r0) -> (r2) {"axis": [1], "keepdims": true}: ValueError: zero-size array to': [
-        r"^test_reduce_min_empty_set_cpu$",
     ],
 }
 
