@@ -86,14 +86,14 @@ def test_unsupported_ops_are_all_listed(kit):
         helper.make_node("Unique", ["a"], ["b"]),
         helper.make_node("Bernoulli", ["a"], ["c"]),
         helper.make_node("Unique", ["x"], ["d"]),
-        helper.make_node("Det", ["a"], ["y"]),
+        helper.make_node("DFT", ["a"], ["y"]),
     ]
     model = kit.model(nodes, {"x": ("float32", [1, 4, 2, 2])}, ["y"])
     with pytest.raises(FrontendError) as info:
         from_onnx(model)
     msg = str(info.value)
     assert "3 unsupported ONNX operator(s)" in msg
-    for op in ("Det (opset 17)", "Bernoulli (opset 17)", "Unique (opset 17)"):
+    for op in ("DFT (opset 17)", "Bernoulli (opset 17)", "Unique (opset 17)"):
         assert op in msg
     assert "Relu" not in msg
 
