@@ -2,7 +2,7 @@
 
 Order matters and each step is a named pass (see ``default_pipeline``):
 Normalize → FoldConstant → FoldScaleAxis → ReorderPoolConv → FuseConvEpilogue → FuseChannelAffine →
-FusePoolEpilogue → PlanDevices → MatchJoinedShapes → LegalizeOps → ToNonDataflow → CallTIRRewrite → ConcatInPlace → StaticPlanBlockMemory → LowerAllocTensor →
+FusePoolEpilogue → PlanDevices → MatchJoinedShapes → FuseOps → LegalizeOps → ToNonDataflow → CallTIRRewrite → ConcatInPlace → StaticPlanBlockMemory → LowerAllocTensor →
 KillAfterLastUse, then VM codegen (or graph-executor codegen).
 """
 
@@ -23,6 +23,7 @@ from .transform import (
     FoldScaleAxis,
     FuseChannelAffine,
     FuseConvEpilogue,
+    FuseOps,
     FusePoolEpilogue,
     KillAfterLastUse,
     LegalizeOps,
@@ -74,6 +75,7 @@ def default_pipeline(
             **(plan_devices_options or {}),
         ),
         MatchJoinedShapes(),
+        FuseOps(missing_kernels=(plan_devices_options or {}).get("missing_kernels")),
         LegalizeOps(),
         ToNonDataflow(),
         CallTIRRewrite(),
@@ -177,6 +179,11 @@ def _build(mod, target, target_host, executor, plan_memory, instruments, plan_de
         metadata["memory_plan_report"] = {
             fn: {str(dev): entry for dev, entry in devs.items()} for fn, devs in report.items()
         }
+    from .backend.generated_kernels import compile_generated_kernels
+
+    generated = compile_generated_kernels(lowered)
+    if generated is not None:
+        metadata["generated_kernels"] = generated
     if executor == "graph":
         from .backend.graph_codegen import graph_codegen
 

@@ -10,6 +10,11 @@ import os
 import pytest
 from hypothesis import settings
 
+# Generated kernels (Numba, where installed) compile on first use, about a second
+# each: the suite runs the NumPy kernels, and tests/kernels/test_codegen_numba.py
+# turns generation on for itself.
+os.environ.setdefault("HETVM_NUMBA", "0")
+
 settings.register_profile("hetvm-ci", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("hetvm-explore", deadline=None, print_blob=True)
 settings.load_profile(

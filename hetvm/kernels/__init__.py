@@ -4,7 +4,17 @@ Importing the package registers every kernel (see :mod:`.registry` for the
 calling convention).
 """
 
-from . import conv, conv_transpose, elementwise, fused, manipulate, nn, pool, resize  # noqa: F401  (register kernels)
+from . import (  # noqa: F401  (register kernels)
+    conv,
+    conv_transpose,
+    elementwise,
+    fused,
+    fused_elementwise,
+    manipulate,
+    nn,
+    pool,
+    resize,
+)
 from . import extra as _extra  # noqa: F401  (kernels of hetvm.op.extra)
 from . import index_nd as _index_nd  # noqa: F401  (kernels of hetvm.op.index_nd and .dynamic)
 from . import layouts as _layouts

@@ -105,6 +105,8 @@ vm.kill_object             obj -> ()                             -
 call_dps_packed            func: ExternFunc, args: Tuple         op_attrs: Attrs (opt), device: VDevice (opt);
                            (sinfo_args = [out_sinfo])            out_sinfo -> Call.sinfo_args[0]
 null_value                 - -> Object                           -
+fused_elementwise          inputs (variadic)                     program: steps (hetvm-only, from FuseOps;
+                                                                 hetvm/kernels/fused_program.py)
 tan asin acos atan sinh    data                                  -
 cosh asinh acosh atanh
 isnan isinf isfinite       data (result bool)                    -
@@ -146,6 +148,7 @@ from .dynamic import arange, nonzero, range_length, tensor_to_shape
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import clip  # noqa: F401
 from .extra import *  # noqa: F401,F403  (tan ... einsum: see hetvm/op/extra.py)
+from .fused_elementwise import fused_elementwise
 from .index import strided_slice, take
 from .index_nd import gather_nd, one_hot, scatter_nd, topk, tril, triu
 from .linalg import det, matmul
@@ -171,6 +174,7 @@ __all__ = [
     "nn",
     "vm",
     "matmul",
+    "fused_elementwise",
     "reshape",
     "permute_dims",
     "expand_dims",

@@ -11,6 +11,7 @@ from .fold_constant import FoldConstant
 from .fold_scale_axis import FoldScaleAxis
 from .fuse_channel_affine import FuseChannelAffine
 from .fuse_conv_epilogue import FuseConvEpilogue
+from .fuse_ops import FuseOps
 from .fuse_pool_epilogue import FusePoolEpilogue
 from .kill_after_last_use import KillAfterLastUse
 from .legalize_ops import LegalizeOps
@@ -45,6 +46,7 @@ __all__ = [
     "FoldScaleAxis",
     "FuseChannelAffine",
     "FuseConvEpilogue",
+    "FuseOps",
     "FusePoolEpilogue",
     "KillAfterLastUse",
     "LegalizeOps",

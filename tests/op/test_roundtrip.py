@@ -59,6 +59,10 @@ def _samples():
                                   activation="relu"),  # fmt: skip
         op.nn.scale_shift_act(img, tensor((4,)), tensor((4,)), activation="relu"),
         op.nn.scale_shift_act(x, tensor((4,)), tensor((4,))),
+        op.fused_elementwise(x, tensor((4,)), program=[("sigmoid", "float32", "x0"), ("const", "float32", 0.5),
+                                                      ("multiply", "float32", "t0", "t1"),
+                                                      ("add", "float32", "t2", "x1"),
+                                                      ("clip", "float32", "t3", 0.0, 6.0)]),
         op.nn.max_pool2d(img, 2, 2, padding=1, ceil_mode=True),
         op.nn.max_pool2d_bias_act(img, tensor((4,)), 3, 2, padding=1, activation="relu"),
         op.nn.avg_pool2d(img, (3, 3), count_include_pad=True),

@@ -13,10 +13,25 @@ from hetvm.analysis.memory_plan import check_no_overlap, memory_plan_report
 from hetvm.errors import MemoryPlanError
 from hetvm.ir import BlockBuilder, Call, If, TensorStructInfo, Var, prim
 from hetvm.pipeline import lower
-from hetvm.transform import CallTIRRewrite, LegalizeOps, Normalize, Sequential, ToNonDataflow
+from hetvm.transform import (
+    CallTIRRewrite,
+    LegalizeOps,
+    Normalize,
+    PassContext,
+    Sequential,
+    ToNonDataflow,
+)
 from hetvm.transform.static_plan_block_memory import StaticPlanBlockMemory
 
 F32 = "float32"
+
+
+@pytest.fixture(autouse=True)
+def _unfused():
+    """The figures are the planner's on these exact programs: FuseOps would make
+    their element-wise chains one op (fewer tensors to plan)."""
+    with PassContext(disabled_pass=["FuseOps"]):
+        yield
 
 
 def chain():

@@ -1,0 +1,364 @@
+"""Numba code generation for ``fused_elementwise`` programs on the CPU.
+
+Why: the NumPy runner makes one pass and one temporary per step (a sigmoid
+alone is five); a generated loop computes the whole program per element in
+registers, vectorised by LLVM, split over threads for large tensors.
+
+What is generated comes only from a validated program (see
+:mod:`.fused_program`): each step's op is looked up in :data:`_SCALAR`, a
+fixed table of expression templates; refs become local names (``x0``,
+``t3``); numbers are written with ``repr`` of a Python float, int or bool;
+dtypes are names from a fixed set. Nothing taken from an input file is ever
+written into the source verbatim.
+
+Shapes: the inputs are broadcast to the output's shape and adjacent
+dimensions are merged where every operand allows it, so a kernel is generated
+per (program, merged rank, which inputs broadcast along which merged
+dimension); the loop nest reads a broadcast input at index 0 of that
+dimension. Inputs that are not C-contiguous are copied first. Each source is
+written to the kernel cache directory (``HETVM_KERNEL_CACHE``, default
+``~/.cache/hetvm/kernels``) under its hash and imported from there, so
+Numba's own disk cache (``cache=True``) keeps the machine code across runs.
+
+Semantics follow the NumPy kernels: NaN propagates through ``maximum``,
+``minimum``, ``clip`` and ``relu``; division by zero gives inf or NaN
+(``error_model="numpy"``); each step's result is cast to its dtype, so
+integers wrap where NumPy's do. Steps whose NumPy meaning is awkward in a
+scalar loop (integer ``divide``, ``floor_divide``, ``power`` and
+``reciprocal``; float-to-integer ``astype``; ``negative`` of bool) are not
+covered: such a program runs on the NumPy runner.
+
+Threads: a parallel variant (``prange`` over the outermost merged dimension)
+runs for outputs of at least :data:`PARALLEL_MIN` elements, one call at a time
+(Numba's default thread pool must not be entered from two threads at once);
+a call that finds it busy runs the serial variant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .fused_program import STEP_OPS, check_broadcast, parse_ref, run_numpy
+
+__all__ = ["available", "generated_kernel", "covers", "compile_stats", "kernel_source", "PARALLEL_MIN"]
+
+log = logging.getLogger("hetvm.codegen")
+
+PARALLEL_MIN = 1 << 17
+_PARALLEL_LOCK = threading.Lock()
+
+# op -> expression template over its operands a, b, c and params p0, p1
+_SCALAR: dict[str, str] = {
+    "add": "{a} + {b}", "subtract": "{a} - {b}", "multiply": "{a} * {b}",
+    "divide": "{a} / {b}", "floor_divide": "np.floor({a} / {b})", "power": "np.power({a}, {b})",
+    "maximum": "np.maximum({a}, {b})", "minimum": "np.minimum({a}, {b})",
+    "equal": "{a} == {b}", "not_equal": "{a} != {b}", "less": "{a} < {b}",
+    "less_equal": "{a} <= {b}", "greater": "{a} > {b}", "greater_equal": "{a} >= {b}",
+    "logical_and": "(({a} != 0) and ({b} != 0))", "logical_or": "(({a} != 0) or ({b} != 0))",
+    "logical_not": "({a} == 0)",
+    "negative": "-{a}", "abs": "np.abs({a})", "floor": "np.floor({a})", "ceil": "np.ceil({a})",
+    "round": "np.rint({a})", "sign": "np.sign({a})", "reciprocal": "1.0 / {a}",
+    "nn.relu": "np.maximum({a}, {zero})",
+    "exp": "np.exp({a})", "log": "np.log({a})", "sqrt": "np.sqrt({a})", "rsqrt": "1.0 / np.sqrt({a})",
+    "tanh": "np.tanh({a})", "sin": "np.sin({a})", "cos": "np.cos({a})", "erf": "math.erf({a})",
+    "sigmoid": "_sigmoid({a})", "nn.silu": "{a} * _sigmoid({a})",
+    "nn.gelu": "0.5 * {a} * (1.0 + math.erf({a} * 0.7071067811865476))",
+    "nn.gelu_tanh": "0.5 * {a} * (1.0 + np.tanh(0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a})))",
+    "nn.leakyrelu": "({a} if {a} > 0 else {a} * {p0})",
+    "clip": "np.minimum(np.maximum({a}, {p0}), {p1})",
+    "astype": "{a}",
+    "where": "({b} if {a} else {c})",
+}  # fmt: skip
+
+_FLOAT = ("float32", "float64")
+_INT_ONLY_FLOAT = frozenset({"divide", "floor_divide", "power", "reciprocal"})
+
+_PRELUDE = '''\
+import math
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _sigmoid(x):
+    e = np.exp(-np.abs(x))
+    return 1.0 / (1.0 + e) if x >= 0 else e / (1.0 + e)
+
+'''
+
+_numba: Any = None
+_checked = False
+_stats = {"kernels": 0, "compile_seconds": 0.0}
+
+
+def available() -> bool:
+    """Whether Numba can be imported (checked once; ``HETVM_NUMBA=0`` turns it off)."""
+    global _numba, _checked
+    if not _checked:
+        _checked = True
+        if os.environ.get("HETVM_NUMBA", "1") != "0":
+            try:
+                import numba  # noqa: F401
+
+                _numba = numba
+            except ImportError:  # the NumPy runner stays
+                _numba = None
+    return _numba is not None
+
+
+def compile_stats() -> dict:
+    """How many kernels this process compiled or loaded, and the seconds it took."""
+    return dict(_stats)
+
+
+def covers(program: Sequence[Sequence[Any]], input_dtypes: Sequence[str]) -> bool:
+    """Whether every step of ``program`` has a generated form (see module doc)."""
+    dtypes: list[str] = []
+    for step in program:
+        op, dtype = step[0], step[1]
+        if op == "const":
+            dtypes.append(dtype)
+            continue
+        if op not in _SCALAR:
+            return False
+        n_refs = STEP_OPS[op][0]
+        src = [input_dtypes[i] if kind == "x" else dtypes[i] for kind, i in map(parse_ref, step[2 : 2 + n_refs])]
+        if op in _INT_ONLY_FLOAT and dtype not in _FLOAT:
+            return False
+        if op == "astype" and src[0] in _FLOAT and dtype not in _FLOAT:
+            return False
+        if dtype == "bool" and STEP_OPS[op][2] not in ("bool", "not", "where"):
+            return False
+        if op == "where" and dtype == "bool":
+            return False
+        if op == "clip" and dtype not in _FLOAT:
+            return False
+        dtypes.append(dtype)
+    return True
+
+
+def _literal(value: Any, dtype: str) -> str:
+    if dtype == "bool":
+        return repr(bool(value))
+    if dtype in _FLOAT:
+        return f"np.{dtype}({float(value)!r})"
+    return f"np.{dtype}({int(value)!r})"
+
+
+def _cast(expr: str, dtype: str) -> str:
+    return f"({expr})" if dtype == "bool" else f"np.{dtype}({expr})"
+
+
+def _body(program: Sequence[Sequence[Any]]) -> tuple[list[str], list[str]]:
+    """Module-level constants and the per-element statements (result in ``t<last>``)."""
+    consts: list[str] = []
+    lines: list[str] = []
+    for k, step in enumerate(program):
+        op, dtype = step[0], step[1]
+        n_refs = STEP_OPS[op][0]
+        refs, params = step[2 : 2 + n_refs], step[2 + n_refs :]
+        if op == "const":
+            consts.append(f"t{k} = {_literal(params[0], dtype)}")
+            continue
+        names = {}
+        for key, ref in zip("abc", refs):
+            kind, i = parse_ref(ref)  # type: ignore[misc]
+            names[key] = f"{kind}{i}"
+        # params are in the step's dtype (clip's bounds, leakyrelu's slope), as
+        # NumPy converts a Python float against a float32 array
+        for i, p in enumerate(params):
+            names[f"p{i}"] = _literal(p, dtype)
+        names["zero"] = _literal(0, dtype)
+        lines.append(f"t{k} = {_cast(_SCALAR[op].format(**names), dtype)}")
+    return consts, lines
+
+
+def kernel_source(program: Sequence[Sequence[Any]], n_inputs: int, rank: int,
+                  broadcast: Sequence[Sequence[bool]]) -> str:  # fmt: skip
+    """The module text of a program's kernels for one merged rank and broadcast
+    pattern (``broadcast[i][d]``: input ``i`` has length 1 along dimension ``d``)."""
+    consts, lines = _body(program)
+    last = f"t{len(program) - 1}"
+    args = ", ".join([f"a{i}" for i in range(n_inputs)] + ["out"])
+    idx = [f"i{d}" for d in range(rank)]
+    out = [_PRELUDE, *consts, ""]
+    for variant, parallel in (("serial", False), ("parallel", True)):
+        out.append(f'@numba.njit(cache=True, parallel={parallel}, error_model="numpy", nogil=True)')
+        out.append(f"def {variant}({args}):")
+        out.append("    shape = out.shape")
+        pad = "    "
+        for d in range(rank):
+            loop = "numba.prange" if parallel and d == 0 else "range"
+            out.append(f"{pad}for i{d} in {loop}(shape[{d}]):")
+            pad += "    "
+        for i in range(n_inputs):
+            at = ", ".join("0" if broadcast[i][d] else idx[d] for d in range(rank))
+            out.append(f"{pad}x{i} = a{i}[{at}]")
+        out.extend(pad + line for line in lines)
+        out.append(f"{pad}out[{', '.join(idx)}] = {last}")
+        out.append("")
+        out.append("")
+    return "\n".join(out)
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("HETVM_KERNEL_CACHE")
+    path = Path(root) if root else Path.home() / ".cache" / "hetvm" / "kernels"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    except OSError:
+        import tempfile
+
+        fallback = Path(tempfile.gettempdir()) / "hetvm-kernels"
+        fallback.mkdir(parents=True, exist_ok=True)
+        return fallback
+
+
+_MODULES: dict[str, Any] = {}
+_MODULES_LOCK = threading.Lock()
+
+
+def _load(source: str) -> Any:
+    """The module of ``source``, written once to the cache under its hash."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    with _MODULES_LOCK:
+        mod = _MODULES.get(digest)
+        if mod is not None:
+            return mod
+        path = _cache_dir() / f"k_{digest}.py"
+        if not path.exists() or path.read_text() != source:
+            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(source)
+            os.replace(tmp, path)
+        name = f"hetvm_kernel_{digest}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)  # the generated file we just wrote, not input
+        _MODULES[digest] = mod
+        return mod
+
+
+def _merge(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tuple[tuple[int, ...], list[list[bool]]]:
+    """Dimensions of length 1 dropped and neighbours merged where every input
+    either spans both or broadcasts along both: the merged output shape and,
+    per input, which merged dimensions it broadcasts along."""
+    rank = len(out_shape)
+    padded = [(1,) * (rank - len(s)) + tuple(s) for s in shapes]
+    dims = [d for d in range(rank) if out_shape[d] != 1]
+    merged: list[int] = []
+    flags: list[list[bool]] = [[] for _ in shapes]
+    for d in dims:
+        bc = [p[d] == 1 for p in padded]
+        if merged and all(f[-1] == b for f, b in zip(flags, bc)):
+            merged[-1] *= out_shape[d]
+        else:
+            merged.append(out_shape[d])
+            for f, b in zip(flags, bc):
+                f.append(b)
+    if not merged:
+        return (1,), [[True] for _ in shapes]
+    return tuple(merged), flags
+
+
+class _Kernel:
+    """A program's generated kernels, one per merged shape pattern, made on first use."""
+
+    def __init__(self, program: tuple) -> None:
+        self.program = program
+        self.plans: dict[tuple, tuple[tuple[int, ...], list[tuple[int, ...]], Any]] = {}
+        self.fallback: Callable[..., None] | None = None
+
+    def plan(self, shapes: tuple, out_shape: tuple[int, ...]) -> Any:
+        merged, flags = _merge(out_shape, list(shapes))
+        in_shapes = [tuple(1 if f else n for f, n in zip(fl, merged)) for fl in flags]
+        source = kernel_source(self.program, len(shapes), len(merged), flags)
+        start = time.perf_counter()
+        mod = _load(source)
+        elapsed = time.perf_counter() - start
+        _stats["kernels"] += 1
+        _stats["compile_seconds"] += elapsed
+        log.info("fused kernel for rank %d loaded in %.2f s", len(merged), elapsed)
+        return merged, in_shapes, mod
+
+    def compile_for(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[str],
+                    out_shape: tuple[int, ...], out_dtype: str) -> float:  # fmt: skip
+        """Compiles (or loads from the disk cache) the serial and parallel kernels
+        for these shapes ahead of a run; returns the seconds it took."""
+        key = (tuple(shapes), out_shape)
+        if not covers(self.program, dtypes):
+            self.plans[key] = False
+            return 0.0
+        start = time.perf_counter()
+        if not self.plans.get(key):
+            self.plans[key] = self.plan(tuple(shapes), out_shape)
+        merged, _, mod = self.plans[key]
+        nb = _numba
+        sig = [nb.types.Array(nb.from_dtype(np.dtype(d)), len(merged), "C") for d in (*dtypes, out_dtype)]
+        for fn in (mod.serial, mod.parallel) if int(np.prod(out_shape)) >= PARALLEL_MIN else (mod.serial,):
+            fn.compile(tuple(sig))
+        elapsed = time.perf_counter() - start
+        _stats["compile_seconds"] += elapsed
+        return elapsed
+
+    def __call__(self, *args: Any) -> None:
+        out = args[-1]
+        inputs = args[:-1]
+        key = (tuple(a.shape for a in inputs), out.shape)
+        plan = self.plans.get(key)
+        if plan is None:
+            check_broadcast(inputs, out)
+            if not covers(self.program, [str(a.dtype) for a in inputs]):
+                plan = self.plans[key] = False
+            else:
+                plan = self.plans[key] = self.plan(key[0], out.shape)
+        if plan is False:
+            run_numpy(np, self.program, inputs, out)
+            return
+        if out.size == 0:
+            return
+        merged, in_shapes, mod = plan
+        views = []
+        for a, s in zip(inputs, in_shapes):
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+            views.append(a.reshape(s))
+        dst = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+        flat = dst.reshape(merged)
+        if out.size >= PARALLEL_MIN and _PARALLEL_LOCK.acquire(blocking=False):
+            try:
+                mod.parallel(*views, flat)
+            finally:
+                _PARALLEL_LOCK.release()
+        else:
+            mod.serial(*views, flat)
+        if dst is not out:
+            out[...] = dst
+
+
+_KERNELS: dict[tuple, _Kernel] = {}
+
+
+def generated_kernel(xp: Any, program: tuple) -> Any:
+    """A kernel of ``program`` (``fn(*inputs, out)``) that runs generated code
+    where it covers the call's dtypes and the NumPy runner elsewhere; None
+    where Numba is absent or the arrays are not NumPy's."""
+    if xp is not np or not available():
+        return None
+    kernel = _KERNELS.get(program)
+    if kernel is None:
+        kernel = _KERNELS[program] = _Kernel(program)
+    return kernel

@@ -1,0 +1,180 @@
+"""The program of a ``fused_elementwise`` op: what it is, how it is checked, and
+how NumPy runs it (the reference every generated kernel is compared with).
+
+A program is a tuple of steps, each ``(op, dtype, *refs, *params)``: ``op`` is a
+name from :data:`STEP_OPS` (a fixed table -- nothing else is ever run or
+generated), ``dtype`` the step's result dtype, ``refs`` the values it reads
+(``"x0"`` is the fused op's first input, ``"t2"`` the result of step 2, which
+comes earlier) and ``params`` the op's numeric parameters (``clip``'s bounds,
+``nn.leakyrelu``'s slope, a ``const``'s value). The last step is the result:
+``(("sigmoid", "float32", "x0"), ("multiply", "float32", "t0", "x0"))`` is
+``x * sigmoid(x)``.
+
+Every step computes what the op of the same name computes unfused, so the NumPy
+runner calls that op's registered kernel step by step: fusing never changes a
+result when no code generator is present.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["STEP_OPS", "DTYPES", "ProgramError", "validate", "run_numpy", "step_attrs", "parse_ref", "check_broadcast"]
+
+# op -> (refs, params, rule); rules: "same" (operands share a dtype, result is
+# it), "bool" (operands share a dtype, result bool), "float" (same, floats only),
+# "cast" (any), "where" (bool, x, x -> x's dtype), "const" (no operand)
+STEP_OPS: dict[str, tuple[int, int, str]] = {
+    **{op: (2, 0, "same") for op in (
+        "add", "subtract", "multiply", "divide", "floor_divide", "power", "maximum", "minimum")},
+    **{op: (2, 0, "bool") for op in (
+        "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+        "logical_and", "logical_or")},
+    **{op: (1, 0, "same") for op in (
+        "negative", "abs", "floor", "ceil", "round", "sign", "reciprocal", "nn.relu")},
+    **{op: (1, 0, "float") for op in (
+        "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos",
+        "nn.gelu", "nn.gelu_tanh", "nn.silu")},
+    "logical_not": (1, 0, "not"),
+    "clip": (1, 2, "same"),
+    "nn.leakyrelu": (1, 1, "float"),
+    "astype": (1, 0, "cast"),
+    "where": (3, 0, "where"),
+    "const": (0, 1, "const"),
+}  # fmt: skip
+
+# dtypes a program may compute in (float16 and bfloat16 are left unfused)
+DTYPES = frozenset({"float32", "float64", "int8", "int16", "int32", "int64",
+                    "uint8", "uint16", "uint32", "uint64", "bool"})  # fmt: skip
+FLOATS = frozenset({"float32", "float64"})
+
+
+class ProgramError(ValueError):
+    """A malformed program (the op's inference turns it into a StructInfoError)."""
+
+
+def parse_ref(ref: Any) -> tuple[str, int] | None:
+    """``("x", i)`` for input ``i``, ``("t", k)`` for step ``k``; None if not a ref."""
+    if not isinstance(ref, str) or len(ref) < 2 or ref[0] not in "xt" or not ref[1:].isdigit():
+        return None
+    if len(ref) > 2 and ref[1] == "0":
+        return None
+    return ref[0], int(ref[1:])
+
+
+def validate(program: Any, input_dtypes: Sequence[str | None]) -> list[str]:
+    """The dtype of every step, after checking each step's op, refs, params and
+    dtype rule; raises ProgramError saying which step is wrong."""
+    if not isinstance(program, (list, tuple)) or not program:
+        raise ProgramError(f"program must be a non-empty list of steps, got {program!r}")
+    inputs: list[str | None] = list(input_dtypes)
+    dtypes: list[str] = []
+    used = [False] * len(input_dtypes)
+    for k, step in enumerate(program):
+        where = f"step {k}"
+        if not isinstance(step, (list, tuple)) or len(step) < 2:
+            raise ProgramError(f"{where} must be [op, dtype, refs..., params...], got {step!r}")
+        op, dtype = step[0], step[1]
+        spec = STEP_OPS.get(op) if isinstance(op, str) else None
+        if spec is None:
+            raise ProgramError(f"{where}: unknown op {op!r} (known: {', '.join(sorted(STEP_OPS))})")
+        n_refs, n_params, rule = spec
+        if dtype not in DTYPES:
+            raise ProgramError(f"{where} ({op}): dtype {dtype!r} is not one of {', '.join(sorted(DTYPES))}")
+        if len(step) != 2 + n_refs + n_params:
+            raise ProgramError(f"{where} ({op}) takes {n_refs} ref(s) and {n_params} param(s), got {step!r}")
+        refs, params = step[2 : 2 + n_refs], step[2 + n_refs :]
+        operand_dtypes = []
+        for r in refs:
+            ref = parse_ref(r)
+            if ref is None or ref[1] >= (len(inputs) if ref[0] == "x" else k):
+                raise ProgramError(
+                    f"{where} ({op}): {r!r} names no input (x0..x{len(inputs) - 1}) or earlier step (t0..t{k - 1})"
+                )
+            if ref[0] == "x":
+                used[ref[1]] = True
+                operand_dtypes.append(inputs[ref[1]])
+            else:
+                operand_dtypes.append(dtypes[ref[1]])
+        for p in params:
+            if isinstance(p, bool) and op != "const" or not isinstance(p, (int, float)):
+                raise ProgramError(f"{where} ({op}): param {p!r} is not a number")
+            if not math.isfinite(p):
+                raise ProgramError(f"{where} ({op}): param {p!r} is not finite")
+        _check_rule(where, op, rule, dtype, operand_dtypes)
+        dtypes.append(dtype)
+    if not all(used):
+        raise ProgramError(f"input {used.index(False)} is not read by any step")
+    return dtypes
+
+
+def _check_rule(where: str, op: str, rule: str, dtype: str, operands: list[str | None]) -> None:
+    known = [d for d in operands if d is not None]
+    if rule == "where":
+        if operands[0] not in (None, "bool"):
+            raise ProgramError(f"{where} ({op}): condition must be bool, got {operands[0]}")
+        known = [d for d in operands[1:] if d is not None]
+    if rule in ("same", "bool", "float", "where") and len(set(known)) > 1:
+        raise ProgramError(f"{where} ({op}): operand dtypes differ ({', '.join(known)})")
+    expect = {"bool": "bool", "not": "bool"}.get(rule, known[0] if known else None)
+    if rule in ("cast", "const"):
+        expect = dtype
+    if expect is not None and dtype != expect:
+        raise ProgramError(f"{where} ({op}): result dtype must be {expect}, got {dtype}")
+    if rule == "float" and dtype not in FLOATS:
+        raise ProgramError(f"{where} ({op}): needs float32 or float64, got {dtype}")
+
+
+def step_attrs(op: str, dtype: str, params: Sequence[Any]) -> dict:
+    """The attrs the unfused op has for a step's params."""
+    if op == "clip":
+        return {"min": float(params[0]), "max": float(params[1])}
+    if op == "nn.leakyrelu":
+        return {"alpha": float(params[0])}
+    if op == "astype":
+        return {"dtype": dtype}
+    return {}
+
+
+def check_broadcast(inputs: Sequence[Any], out: Any) -> None:
+    """The inputs broadcast together to exactly the output's shape (a clear
+    error, as an unfused op's kernel gives, rather than a wrong-sized result)."""
+    shapes = [tuple(a.shape) for a in inputs]
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        shape = None
+    if shape != tuple(out.shape):
+        raise ValueError(
+            f"fused_elementwise: inputs of shapes {', '.join(map(str, shapes))} could not be broadcast "
+            f"to the output's shape {tuple(out.shape)}"
+        )
+
+
+def run_numpy(xp: Any, program: Sequence[Sequence[Any]], inputs: Sequence[Any], out: Any) -> None:
+    """Runs ``program`` with the unfused ops' kernels, one temporary per step
+    (the last step writes ``out``)."""
+    from .registry import get_kernel
+
+    check_broadcast(inputs, out)
+    steps: list[Any] = []
+    last = len(program) - 1
+    for k, step in enumerate(program):
+        op, dtype = step[0], step[1]
+        n_refs, _, _ = STEP_OPS[op]
+        refs, params = step[2 : 2 + n_refs], step[2 + n_refs :]
+        if op == "const":
+            steps.append(xp.asarray(params[0], dtype=dtype))
+            continue
+        args = [inputs[int(r[1:])] if r[0] == "x" else steps[int(r[1:])] for r in refs]
+        shape = np.broadcast_shapes(*(tuple(a.shape) for a in args))
+        dst = out if k == last and tuple(out.shape) == shape else xp.empty(shape, dtype=dtype)
+        get_kernel(op, "cpu")(xp, step_attrs(op, dtype, params), *args, dst)
+        steps.append(dst)
+    if steps[-1] is not out:
+        from .common import store
+
+        store(out, steps[-1])
