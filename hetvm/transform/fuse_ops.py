@@ -23,7 +23,8 @@ and a fusable dtype, whose operands are variables or constants, is a member.
 A member's operand produced by another member joins its group when it has the
 consumer's exact shape (a value broadcast into a larger one is never
 recomputed per element -- it stays an input) and every read of it is inside
-the group. Groups of two members or more are fused, and single ops whose
+the group. A group holds at most :data:`MAX_GROUP` ops (a longer chain becomes several
+groups). Groups of two members or more are fused, and single ops whose
 NumPy kernel takes several passes (``sigmoid``, ``erf``, the GELUs, ``silu``,
 ``leakyrelu``, ``clip``, an integer ``power``). A constant of one element that
 does not raise its step's rank is written into the program as a number;
@@ -64,6 +65,9 @@ _FUSED = "fused_elementwise"
 _ALONE = frozenset({"sigmoid", "erf", "nn.gelu", "nn.gelu_tanh", "nn.silu", "nn.leakyrelu", "clip", "power"})
 _INT_POWERS = (2.0, 3.0)
 _AFFINE = "nn.scale_shift_act"
+# at most this many ops per group (TVM's max_fuse_depth is in this spirit): a long
+# chain becomes several fused ops, each kernel's source and compile time stay small
+MAX_GROUP = 32
 
 
 def _same_shape(a: S.TensorStructInfo, b: S.TensorStructInfo) -> bool:
@@ -157,7 +161,7 @@ class _Planner:
                         inside = sum(_count(x, arg) for x in group) + sum(
                             _count(x, arg) for x in groups[arg]
                         )
-                        if inside != self.uses.get(arg, 0):
+                        if inside != self.uses.get(arg, 0) or len(group) + len(groups[arg]) > MAX_GROUP:
                             continue
                         group.extend(groups.pop(arg))
                         changed = True

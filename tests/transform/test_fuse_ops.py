@@ -235,3 +235,19 @@ def test_a_malformed_program_names_the_step(program, match):
     x = Var("x", struct_info=S.TensorStructInfo((2,), F32))
     with pytest.raises(StructInfoError, match=match):
         op.fused_elementwise(x, program=program)
+
+
+def test_a_long_chain_becomes_groups_of_bounded_size():
+    from hetvm.transform.fuse_ops import MAX_GROUP
+
+    def body(bb, x):
+        v = x
+        for _ in range(2 * MAX_GROUP + 3):
+            v = bb.emit(op.add(v, const(np.float32(1.0))))
+        return v
+
+    mod = one_input_module(body, (3,))
+    out = _fused(mod)
+    assert _ops(out) == ["fused_elementwise"] * 3
+    assert [len(p) - 1 for p in _programs(out)] == [MAX_GROUP, MAX_GROUP, 3]  # ops, plus one const each
+    np.testing.assert_allclose(_compare(mod, np.zeros(3, F32)), np.full(3, 2 * MAX_GROUP + 3, F32))
