@@ -40,6 +40,7 @@ from ..ir import expr as E
 from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..op.effects import Result, op_effects, symbol_effects
+from .reads import reads
 
 __all__ = [
     "LocKind",
@@ -312,8 +313,6 @@ def result_vars(seq: E.SeqExpr) -> set[E.Var]:
     tuples = {
         b.var: b.value for block in seq.blocks for b in block.bindings if isinstance(b.value, E.Tuple)  # type: ignore[attr-defined]
     }
-    from .reads import reads
-
     out: set[E.Var] = set()
     todo = reads(seq.body)
     while todo:
