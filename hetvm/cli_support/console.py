@@ -8,6 +8,7 @@ plain text when rich is missing or output is redirected (``--plain``).
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import sys
 import textwrap
@@ -52,6 +53,33 @@ def wrap(text: str, width: int, indent: str = "") -> list[str]:
         out += textwrap.wrap(para, width=max(width, 20), subsequent_indent=indent,
                              break_long_words=True, break_on_hyphens=False) or [""]  # fmt: skip
     return out
+
+
+def _wrap_cell(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width``, broken at spaces or after a ``/``
+    (exported tensor names are paths: ``/model/layer.0/attention/Softmax_output_0``)."""
+    if len(text) <= width:
+        return [text]
+    lines: list[str] = []
+    line = ""
+    for token in re.findall(r"\s+|[^\s/]*/|[^\s/]+", text):
+        if token.isspace():
+            if line:
+                line += " "
+            continue
+        while len(token) > width:  # a piece longer than the column: cut it
+            if line:
+                lines.append(line.rstrip())
+                line = ""
+            lines.append(token[:width])
+            token = token[width:]
+        if len(line) + len(token) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += token
+    if line.strip():
+        lines.append(line.rstrip())
+    return lines or [""]
 
 
 def _two_lines(heading: str) -> int:
@@ -113,7 +141,7 @@ class Table:
                 widths[i] -= 1
         lines = [self.title]
         for k, r in enumerate(cells):
-            parts = [textwrap.wrap(c, w, break_on_hyphens=False) or [""] for c, w in zip(r, widths)]
+            parts = [_wrap_cell(c, w) for c, w in zip(r, widths)]
             for j in range(max(len(p) for p in parts)):
                 row = [(p[j] if j < len(p) else "").ljust(w) for p, w in zip(parts, widths)]
                 lines.append("  ".join(row).rstrip())

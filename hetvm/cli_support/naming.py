@@ -136,8 +136,7 @@ class NameTracker(PassInstrument):
             return None
 
         func = _main(mod)
-        if func is None:
-            self.by_var, self.by_name = by_var, current
+        if func is None:  # a module without main (yet): keep what is known
             return
         for p in func.params:
             got = origin_of(p, None)

@@ -110,3 +110,28 @@ def test_builtin_layout_routes_a_skip_edge_beside_the_nodes_it_skips():
     for x, y in points:
         for bx, by, bw, bh in skipped:
             assert not (bx <= x <= bx + bw and by <= y <= by + bh), (x, y)
+
+
+def test_name_tracker_follows_renamed_values_to_the_model_names():
+    from hetvm.cli_support.naming import NameTracker, Origin, display
+    from hetvm.script import from_source
+
+    head = "from hetvm.script import ir as I, relax as R\n\n@I.ir_module\nclass Module:\n    @R.function\n"
+    sig = '    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):\n'
+    source = from_source(head + sig + "        a = R.exp(x)\n        b = R.add(a, x)\n        return b\n")
+    # a pass split 'a' and named the new half after it (unique("a") is "a1")
+    after = from_source(head + sig + "        a1 = R.exp(x)\n        a = R.negative(a1)\n"
+                        "        b = R.add(a, x)\n        zz = R.exp(b)\n        return zz\n")  # fmt: skip
+    origins = {"x": Origin("input:0", None, "graph input"), "a": Origin("t/a", "node_a", "Exp"),
+               "b": Origin("t/b", "node_b", "Add")}  # fmt: skip
+    tracker = NameTracker(source, origins)
+
+    class Info:
+        name = "Split"
+
+    tracker.run_after_pass(after, Info())
+    names = tracker.at("Split")
+    assert names["a1"] == origins["a"] and names["a"] == origins["a"] and names["b"] == origins["b"]
+    assert "zz" not in names and display("zz", names) == "zz"
+    assert display("a1", names) == "t/a" and names["x"].node_text() == "graph input"
+    assert origins["b"].node_text() == "node_b (Add)"
