@@ -166,3 +166,45 @@ def topk(xp: Any, attrs: dict, data: Any, *outs: Any) -> None:
 @register_kernel("det")
 def det(xp: Any, attrs: dict, data: Any, out: Any) -> None:
     store(out, xp.linalg.det(data).astype(out.dtype, copy=False))
+
+
+def _host(x: Any) -> np.ndarray:
+    return np.asarray(x.get() if hasattr(x, "get") else x)
+
+
+def _unique_host(x: Any, axis: Any, keep_sorted: bool) -> tuple[np.ndarray, ...]:
+    """np.unique's four results (first index, inverse, counts), reordered by first
+    occurrence when not sorted."""
+    data = _host(x)
+    ax = None if axis is None else int(axis) % data.ndim
+    y, first, inverse, counts = np.unique(data, return_index=True, return_inverse=True, return_counts=True, axis=ax)
+    inverse = inverse.reshape(-1)
+    if not keep_sorted:
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        y = np.take(y, order, axis=0 if ax is None else ax)
+        first, counts, inverse = first[order], counts[order], rank[inverse]
+    return y, first, inverse, counts
+
+
+@register_kernel("unique_count")
+def unique_count(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    axis = attrs.get("axis")
+    data = _host(x)
+    if axis is None:
+        n = np.unique(data.reshape(-1)).shape[0]
+    else:
+        ax = int(axis) % data.ndim
+        n = np.unique(data, axis=ax).shape[ax]
+    out[...] = n
+
+
+@register_kernel("unique")
+def unique(xp: Any, attrs: dict, x: Any, *rest: Any) -> None:
+    outs = rest[-4:]
+    results = _unique_host(x, attrs.get("axis"), bool(attrs.get("sorted", True)))
+    if results[1].shape[0] != outs[1].shape[0]:
+        raise _fail("unique", f"the input has {results[1].shape[0]} distinct values, the results were sized for {outs[1].shape[0]}")
+    for out, value in zip(outs, results):
+        store(out, xp.asarray(value).astype(out.dtype, copy=False))

@@ -129,6 +129,9 @@ range_length               start, limit, delta (1-element        - (hetvm-only; 
 tensor_to_shape            expr: 1-D int tensor (HOST_ONLY;      -
                            result Shape)
 nonzero                    x[, count: Shape of 1 value]          - (result int64 (ndim, count))
+unique_count               x (result int64 (1,); hetvm-only)     axis: int|None
+unique                     x[, count] -> Tuple(values, first,    sorted: bool, axis: int|None
+                           inverse, counts)
 image.resize2d             data, size (ShapeExpr (h, w))         roi: 4 float32 FloatImms, layout, method,
                                                                  coordinate_transformation_mode, rounding_method,
                                                                  cubic_alpha, cubic_exclude, extrapolation_value,
@@ -144,7 +147,7 @@ from . import builtin, elementwise, image, memory, nn, vm
 from .create import full, full_like, ones, ones_like, zeros, zeros_like
 from .datatype import astype, where
 from .device import device, hint_on_device, to_vdevice
-from .dynamic import arange, nonzero, range_length, tensor_to_shape
+from .dynamic import arange, nonzero, range_length, tensor_to_shape, unique, unique_count
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import clip  # noqa: F401
 from .extra import *  # noqa: F401,F403  (tan ... einsum: see hetvm/op/extra.py)
@@ -220,6 +223,8 @@ __all__ = [
     "range_length",
     "tensor_to_shape",
     "nonzero",
+    "unique_count",
+    "unique",
 ]
 __all__ += list(
     elementwise.BINARY_ARITH + elementwise.COMPARISONS + elementwise.LOGICAL + elementwise.UNARY_MATH

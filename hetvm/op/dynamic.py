@@ -27,13 +27,14 @@ from .base import (
     common_vdevice,
     fail,
     make_call,
+    op_name,
     register_op,
     shape_arg,
     tensor_arg,
 )
 from .effects import NO_MEMORY, declare_builtin
 
-__all__ = ["arange", "range_length", "tensor_to_shape", "nonzero", "arange_length"]
+__all__ = ["arange", "range_length", "tensor_to_shape", "nonzero", "unique_count", "unique", "arange_length"]
 
 
 def arange_length(start: P.PrimExpr, end: P.PrimExpr, step: P.PrimExpr) -> P.PrimExpr:
@@ -155,6 +156,65 @@ def nonzero(x: E.Expr, count: Any = None) -> E.Call:
     return make_call("nonzero", args)
 
 
+def _unique_axis(call: E.Call, x: S.TensorStructInfo) -> int | None:
+    axis = call.attrs["axis"]
+    if axis is None or x.ndim == -1:
+        return axis
+    if not -x.ndim <= axis < max(x.ndim, 1):
+        raise fail(op_name(call), f"axis {axis} is out of range for a tensor of {x.ndim} dimension(s)")
+    return axis % x.ndim
+
+
+def _infer_unique_count(call: E.Call) -> S.StructInfo:
+    x = tensor_arg(call, 0, "x")
+    _unique_axis(call, x)
+    return S.TensorStructInfo((1,), "int64", vdevice=x.vdevice)
+
+
+def unique_count(x: E.Expr, axis: int | None = None) -> E.Call:
+    """How many distinct elements (or slices along ``axis``) ``x`` has, as an int64
+    tensor of shape (1,): the length ``unique`` needs. hetvm-only."""
+    return make_call("unique_count", [x], {"axis": None if axis is None else int(axis)})
+
+
+def _infer_unique(call: E.Call) -> S.StructInfo:
+    x = tensor_arg(call, 0, "x")
+    if len(call.args) > 2:
+        raise fail("unique", f"takes (x[, count]), got {len(call.args)} arguments")
+    axis = _unique_axis(call, x)
+    values, count_ndim = shape_arg(call, 1, "count") if len(call.args) == 2 else (None, -1)
+    if len(call.args) == 2 and count_ndim not in (-1, 1):
+        raise fail("unique", f"count must be a shape of one value, got ndim {count_ndim}")
+    u = values[0] if values is not None else None
+    vdev = x.vdevice
+    if axis is None:
+        y = S.TensorStructInfo(None if u is None else (u,), x.dtype, 1, vdev)
+        total = None if x.shape is None else _product(x.shape)
+        inverse = S.TensorStructInfo(None if total is None else (total,), "int64", 1, vdev)
+    else:
+        shape = None if u is None or x.shape is None else tuple(u if i == axis else d for i, d in enumerate(x.shape))
+        y = S.TensorStructInfo(shape, x.dtype, x.ndim, vdev)
+        inverse = S.TensorStructInfo(None if x.shape is None else (x.shape[axis],), "int64", 1, vdev)
+    per_value = S.TensorStructInfo(None if u is None else (u,), "int64", 1, vdev)
+    return S.TupleStructInfo([y, per_value, inverse, per_value])
+
+
+def _product(dims: Any) -> P.PrimExpr:
+    out: P.PrimExpr = P.IntImm(1)
+    for d in dims:
+        out = P.mul(out, d)
+    return out
+
+
+def unique(x: E.Expr, count: Any = None, sorted: bool = True, axis: int | None = None) -> E.Call:  # noqa: A002
+    """``(values, first_indices, inverse_indices, counts)`` of the distinct elements
+    of ``x`` (flattened) or slices along ``axis`` (ONNX Unique): sorted, or in order
+    of first occurrence. ``count`` (``R.shape([n])``, from ``unique_count`` and
+    ``match_cast``) sizes the results, as ``nonzero``'s does."""
+    args = [x] if count is None else [x, as_shape_arg("unique", count, "count")]
+    return make_call("unique", args, {"sorted": bool(sorted), "axis": None if axis is None else int(axis)})
+
+
 register_op("arange", _infer_arange, num_inputs=3, attr_names=("dtype",),
             description="evenly spaced values in [start, end) (NumPy arange)")  # fmt: skip
 register_op("range_length", _infer_range_length, num_inputs=3,
@@ -162,6 +222,10 @@ register_op("range_length", _infer_range_length, num_inputs=3,
 register_op("tensor_to_shape", _infer_tensor_to_shape, num_inputs=1,
             device_behavior=DeviceBehavior.HOST_ONLY, effects=NO_MEMORY,
             description="a 1-D integer tensor's values as a shape (read on the host)")  # fmt: skip
+register_op("unique_count", _infer_unique_count, num_inputs=1, attr_names=("axis",),
+            description="the number of distinct elements (or slices) as an int64 (1,) tensor")  # fmt: skip
+register_op("unique", _infer_unique, num_inputs=-1, attr_names=("sorted", "axis"),
+            description="distinct elements, first indices, inverse indices and counts")  # fmt: skip
 register_op("nonzero", _infer_nonzero, num_inputs=-1,
             description="indices of the nonzero elements, (ndim, count)")  # fmt: skip
 # the VM reads the tensor on the host and makes a shape: no memory of its own

@@ -83,9 +83,9 @@ def test_model_from_path_and_bytes(kit, tmp_path):
 def test_unsupported_ops_are_all_listed(kit):
     nodes = [
         helper.make_node("Relu", ["x"], ["a"]),
-        helper.make_node("Unique", ["a"], ["b"]),
+        helper.make_node("RandomUniformLike", ["a"], ["b"]),
         helper.make_node("Bernoulli", ["a"], ["c"]),
-        helper.make_node("Unique", ["x"], ["d"]),
+        helper.make_node("RandomUniformLike", ["x"], ["d"]),
         helper.make_node("DFT", ["a"], ["y"]),
     ]
     model = kit.model(nodes, {"x": ("float32", [1, 4, 2, 2])}, ["y"])
@@ -93,7 +93,7 @@ def test_unsupported_ops_are_all_listed(kit):
         from_onnx(model)
     msg = str(info.value)
     assert "3 unsupported ONNX operator(s)" in msg
-    for op in ("DFT (opset 17)", "Bernoulli (opset 17)", "Unique (opset 17)"):
+    for op in ("DFT (opset 17)", "Bernoulli (opset 17)", "RandomUniformLike (opset 17)"):
         assert op in msg
     assert "Relu" not in msg
 

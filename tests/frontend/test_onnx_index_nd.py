@@ -195,3 +195,15 @@ def test_reverse_sequence_on_symbolic_dims(time_axis):
         shape = (t, len(lens), 2) if time_axis == 0 else (len(lens), t, 2)
         feeds.append({"x": RNG.standard_normal(shape).astype(np.float32), "lens": np.array(lens)})
     check(m, feeds)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"sorted": 0}, {"axis": 0}, {"axis": -1, "sorted": 1}])
+def test_unique_length_is_bound_at_run_time(attrs):
+    outs = {"y": ("float32", ["U"] if "axis" not in attrs else ["A", "B"]), "first": ("int64", ["U"]),
+            "inverse": ("int64", ["V"]), "counts": ("int64", ["U"])}  # fmt: skip
+    # onnx.reference's unsorted Unique indexes a 2-D input wrongly: 1-D there
+    flat = attrs == {"sorted": 0}
+    m = model([helper.make_node("Unique", ["x"], list(outs), **attrs)], {"x": ("float32", ["N"] if flat else ["N", 2])}, outs)
+    x1 = np.array([[1, 2], [1, 2], [0, 2], [3, 1]], np.float32)
+    x2 = np.array([[5, 5]], np.float32)
+    check(m, [{"x": x1.reshape(-1) if flat else x1}, {"x": x2.reshape(-1) if flat else x2}])

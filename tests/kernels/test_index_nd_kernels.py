@@ -10,7 +10,7 @@ from hetvm.errors import HetvmRuntimeError
 from hetvm.kernels import get_kernel, has_kernel
 
 RNG = np.random.default_rng(5)
-OPS = ("gather_nd", "scatter_nd", "one_hot", "tril", "triu", "arange", "range_length", "nonzero", "topk", "det")
+OPS = ("gather_nd", "scatter_nd", "one_hot", "tril", "triu", "arange", "range_length", "nonzero", "topk", "det", "unique_count", "unique")
 
 
 def run(op, attrs, *args, shape, dtype="float32"):
@@ -179,3 +179,43 @@ def test_topk_of_zero_and_of_an_empty_batch():
     get_kernel("topk", "cpu")(np, {"k": 0, "axis": 1, "largest": True, "ret_type": "both"}, np.zeros((0, 4), np.float32), *out)
     got = run("topk", {"k": 0, "axis": 1, "largest": True, "ret_type": "values"}, np.ones((2, 3), np.float32), shape=(2, 0))
     assert got.shape == (2, 0)
+
+
+def unique_first_occurrence(x):
+    """Distinct values in order of first occurrence, by a loop."""
+    seen, first = [], []
+    for i, v in enumerate(x.reshape(-1).tolist()):
+        if v not in seen:
+            seen.append(v)
+            first.append(i)
+    inverse = [seen.index(v) for v in x.reshape(-1).tolist()]
+    counts = [x.reshape(-1).tolist().count(v) for v in seen]
+    return np.array(seen, x.dtype), np.array(first), np.array(inverse), np.array(counts)
+
+
+@pytest.mark.parametrize("keep_sorted", [True, False])
+@pytest.mark.parametrize("x", [np.array([[2, 1, 1], [3, 2, 0]], np.int32), np.array([1.5, -1.0, 1.5, 0.0], np.float32),
+                               np.zeros((0,), np.int64)])  # fmt: skip
+def test_unique_flattened(x, keep_sorted):
+    y, first, inverse, counts = unique_first_occurrence(x)
+    if keep_sorted:
+        order = np.argsort(y, kind="stable")
+        rank = np.argsort(order)
+        y, first, counts, inverse = y[order], first[order], counts[order], rank[inverse] if len(inverse) else inverse
+    count = run("unique_count", {"axis": None}, x, shape=(1,), dtype="int64")
+    assert count.tolist() == [len(y)]
+    outs = [np.zeros(len(y), x.dtype), np.zeros(len(y), np.int64), np.zeros(x.size, np.int64), np.zeros(len(y), np.int64)]
+    get_kernel("unique", "cpu")(np, {"axis": None, "sorted": keep_sorted}, x, (len(y),), *outs)
+    for got, want in zip(outs, (y, first, inverse, counts)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_unique_slices_along_an_axis_and_a_wrong_count():
+    x = np.array([[1, 0, 1], [2, 5, 2]], np.int64)  # columns 0 and 2 are equal
+    assert run("unique_count", {"axis": 1}, x, shape=(1,), dtype="int64").tolist() == [2]
+    outs = [np.zeros((2, 2), np.int64), *(np.zeros(n, np.int64) for n in (2, 3, 2))]
+    get_kernel("unique", "cpu")(np, {"axis": 1, "sorted": False}, x, (2,), *outs)
+    assert outs[0].tolist() == [[1, 0], [2, 5]] and outs[2].tolist() == [0, 1, 0] and outs[3].tolist() == [2, 1]
+    with pytest.raises(HetvmRuntimeError, match="op 'unique': the input has 2 distinct values, the results were sized for 3"):
+        get_kernel("unique", "cpu")(np, {"axis": 1, "sorted": True}, x, (3,), np.zeros((2, 3), np.int64),
+                                    *(np.zeros(n, np.int64) for n in (3, 3, 3)))  # fmt: skip

@@ -101,11 +101,10 @@ def test_runtime_axes_are_bound_per_value():
 
 def test_prepare_still_fails_fast_for_other_causes():
     # an operator without a converter fails in prepare, even with a bindable input
-    node = helper.make_node("Unique", ["x"], ["v", "i"])
+    node = helper.make_node("NonMaxSuppression", ["x", "k"], ["v"])
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
                                             helper.make_tensor_value_info("k", TensorProto.INT64, [1])],
-                              [helper.make_tensor_value_info("v", TensorProto.FLOAT, [2]),
-                               helper.make_tensor_value_info("i", TensorProto.INT64, [2])])  # fmt: skip
+                              [helper.make_tensor_value_info("v", TensorProto.INT64, [2, 3])])  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     with pytest.raises(FrontendError, match="unsupported ONNX operator"):
         HetvmBackend.prepare(model)

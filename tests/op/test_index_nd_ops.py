@@ -124,3 +124,17 @@ def test_det_of_square_matrices():
         op.det(t((n, 3, 4)))
     with pytest.raises(StructInfoError, match="op 'det': needs a floating-point tensor"):
         op.det(t((3, 3), "int32"))
+
+
+def test_unique_results_take_their_length_from_a_shape():
+    x = t((n, 3))
+    y, first, inverse, counts = op.unique(x, (k,)).struct_info.fields
+    assert [prim.to_str(d) for d in y.shape] == ["k"] and y.dtype == "float32"
+    assert first.shape == counts.shape == (k,) and first.dtype == "int64"
+    assert [prim.to_str(d) for d in inverse.shape] == ["n * 3"]
+    y, _, inverse, _ = op.unique(x, (k,), True, 1).struct_info.fields
+    assert [prim.to_str(d) for d in y.shape] == ["n", "k"] and inverse.static_shape == (3,)
+    assert op.unique(x).struct_info.fields[0].shape is None  # no count: TVM's unknown length
+    assert op.unique_count(x, 0).struct_info.static_shape == (1,)
+    with pytest.raises(StructInfoError, match="op 'unique_count': axis 2 is out of range"):
+        op.unique_count(x, 2)

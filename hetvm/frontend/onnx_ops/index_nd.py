@@ -219,3 +219,19 @@ def _reverse_sequence(ctx: ConvertContext, node: NodeView) -> Any:
     idx = ctx.call("reshape", idx, tuple(shape[:2]) + (1,) * (rank - 2))
     idx = ctx.call("broadcast_to", idx, tuple(shape))
     return ctx.call("gather_elements", x, idx, t_axis)
+
+
+@converter("Unique", since=11)
+def _unique(ctx: ConvertContext, node: NodeView) -> Any:
+    """unique_count, bound to a fresh dim at run time, then unique's four results."""
+    x = ctx.tensor(0, "X")
+    axis = node.attr("axis")
+    if axis is not None:
+        rank = ctx.rank(x)
+        if not -rank <= int(axis) < rank:
+            raise ctx.error(f"axis {axis} is out of range for rank {rank}")
+        axis = int(axis) % rank
+    count = ctx.call("unique_count", x, axis)
+    shape, _ = _bind_length(ctx, count, f"{node.output_names[0]}_count")
+    call = ctx.call("unique", x, shape, bool(node.attr("sorted", 1)), axis)
+    return [ctx.emit(E.TupleGetItem(call, i)) for i in range(4)]
