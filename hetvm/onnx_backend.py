@@ -156,6 +156,23 @@ def _attribute_like(proto: Any, names: set[str]) -> set[str]:
     return out
 
 
+def _reads_shapes_from_values(mod: Any) -> bool:
+    """Whether the imported program reads a shape out of tensor values at run time
+    (``tensor_to_shape``): the importer's fallback for shapes it could not know."""
+    from .ir import expr as E
+    from .ir.visitor import post_order_visit
+
+    found: list[bool] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, E.Call) and isinstance(node.op, E.Op) and node.op.name == "tensor_to_shape":
+            found.append(True)
+
+    for func in mod.functions.values():
+        post_order_visit(func, visit)
+    return bool(found)
+
+
 class _Compiler:
     """Import, then compile and load, a model for one device setup."""
 
@@ -343,6 +360,11 @@ class HetvmBackend(_Backend):  # type: ignore[misc,valid-type]
                 raise
             binder = _Binder(proto, compiler, bound)
             return HetvmBackendRep(None, input_names, output_names, [], binder)
+        bound = _bindable_inputs(proto, shape_dict)
+        if bound and _attribute_like(proto, {n for n, _ in bound}) and _reads_shapes_from_values(mod):
+            # a shape taken from an attribute-like input's values at run time (a
+            # Reshape target with 0 or -1 in it, say) is what binding exists for
+            return HetvmBackendRep(None, input_names, output_names, [], _Binder(proto, compiler, bound))
         vm, params = compiler.load(mod)
         return HetvmBackendRep(vm, input_names, output_names, params)
 

@@ -217,6 +217,15 @@ def test_scales_computed_at_run_time_are_rejected(kit):
     )
 
 
+def test_sizes_computed_at_run_time_are_rejected(kit):
+    """Fresh dims for sizes would hide which axes are resized: refused like scales
+    (the ONNX backend then binds the input)."""
+    model = kit.node_model("Resize", {"x": ("float32", list(X.shape)), "sizes": ("int64", [4])}, None,
+                           ["y"], 19, input_order=["x", "", "", "sizes"], mode="linear")  # fmt: skip
+    with pytest.raises(FrontendError, match=r"input 3 \(sizes\) is computed at run time; hetvm needs it known"):
+        from_onnx(model)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

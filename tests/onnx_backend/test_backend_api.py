@@ -148,3 +148,18 @@ def test_float_scales_of_resize_are_bound_but_float_data_is_not():
     (y,) = rep.run([x, np.array([1, 1, 1, 3], np.float32), bias + 1])
     np.testing.assert_array_equal(y, x.repeat(3, axis=3) + 1.5)
     assert rep.bound_inputs == ["scales"]
+
+
+def test_a_shape_read_from_an_input_at_run_time_is_bound_instead():
+    """Reshape's target as a graph input imports (fresh dims from its values), but
+    ONNX's 0 and -1 need the values: the backend binds such an input."""
+    node = helper.make_node("Reshape", ["x", "s"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+                                            helper.make_tensor_value_info("s", TensorProto.INT64, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b", "c"])])  # fmt: skip
+    rep = HetvmBackend.prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]))
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for shape in ([0, -1, 2], [4, 3, 2]):
+        (y,) = rep.run([x, np.array(shape)])
+        np.testing.assert_array_equal(y, x.reshape(2, 6, 2) if shape[0] == 0 else x.reshape(4, 3, 2))
+    assert rep.bound_inputs == ["s"]

@@ -52,6 +52,13 @@ def _sizes(ctx: ConvertContext, node: NodeView, index: int) -> list[P.PrimExpr] 
     value = node.input(index)
     if value is None or (isinstance(value, np.ndarray) and value.size == 0):
         return None
+    if isinstance(value, E.Expr):
+        # fresh dims bound at run time would hide which axes are resized (and the
+        # kernel's layout): sizes from tensor values are refused, as scales are
+        raise ctx.error(
+            f"input {index} (sizes) is computed at run time; hetvm needs it known at import "
+            "time (a constant, an initializer, or derived from input shapes)"
+        )
     return ctx.dims(value, f"input {index} (sizes)")
 
 
