@@ -344,17 +344,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_image_decoder_decode_webp_rgb_cpu$",
     ],
     # 8 case(s)
-    'FrontendError: Resize: resizes axes [0, 1, 2, 3] (output dims [Y_d0, Y_d1, Y_d2, Y_d3] for input dims [1, 1, 4, 4]); hetvm resizes two axes of a 4-D input, H an': [
-        r"^test_resize_downsample_sizes_cubic_antialias_cpu$",
-        r"^test_resize_downsample_sizes_cubic_cpu$",
-        r"^test_resize_downsample_sizes_linear_antialias_cpu$",
-        r"^test_resize_downsample_sizes_linear_pytorch_half_pixel_cpu$",
-        r"^test_resize_upsample_sizes_cubic_cpu$",
-        r"^test_resize_upsample_sizes_nearest_ceil_half_pixel_cpu$",
-        r"^test_resize_upsample_sizes_nearest_floor_align_corners_cpu$",
-        r"^test_resize_upsample_sizes_nearest_round_prefer_ceil_asymmetric_cpu$",
-    ],
-    # 8 case(s)
     'FrontendError: unsupported ONNX operator(s): QLinearMatMul': [
         r"^test_qlinearmatmul_2D_int8_float16_cpu$",
         r"^test_qlinearmatmul_2D_int8_float32_cpu$",
@@ -704,30 +693,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_lppool_3d_default_cpu$",
     ],
     # 1 case(s)
-    "FrontendError: Resize: keep_aspect_ratio_policy=not_larger needs static input dims, got '…' Tensor((1, 1, 2, 2), float32), '…' Tensor((2), int64)": [
-        r"^test_resize_upsample_sizes_nearest_not_larger_cpu$",
-    ],
-    # 1 case(s)
-    "FrontendError: Resize: keep_aspect_ratio_policy=not_larger needs static input dims, got '…' Tensor((1, 1, 2, 4), float32), '…' Tensor((2), int64)": [
-        r"^test_resize_downsample_sizes_nearest_not_larger_cpu$",
-    ],
-    # 1 case(s)
-    "FrontendError: Resize: keep_aspect_ratio_policy=not_smaller needs static input dims, got '…' Tensor((1, 1, 2, 2), float32), '…' Tensor((2), int64)": [
-        r"^test_resize_upsample_sizes_nearest_not_smaller_cpu$",
-    ],
-    # 1 case(s)
-    "FrontendError: Resize: keep_aspect_ratio_policy=not_smaller needs static input dims, got '…' Tensor((1, 1, 2, 4), float32), '…' Tensor((2), int64)": [
-        r"^test_resize_downsample_sizes_nearest_not_smaller_cpu$",
-    ],
-    # 1 case(s)
-    'FrontendError: Resize: resizes axes [0, 1, 2, 3] (output dims [Y_d0, Y_d1, Y_d2, Y_d3] for input dims [1, 1, 2, 2]); hetvm resizes two axes of a 4-D input, H an': [
-        r"^test_resize_upsample_sizes_nearest_cpu$",
-    ],
-    # 1 case(s)
-    'FrontendError: Resize: resizes axes [0, 1, 2, 3] (output dims [Y_d0, Y_d1, Y_d2, Y_d3] for input dims [1, 1, 2, 4]); hetvm resizes two axes of a 4-D input, H an': [
-        r"^test_resize_downsample_sizes_nearest_cpu$",
-    ],
-    # 1 case(s)
     'FrontendError: unsupported ONNX operator(s): MatMulInteger': [
         r"^test_matmulinteger_cpu$",
     ],
@@ -742,30 +707,6 @@ EXCLUDED: dict[str, list[str]] = {
     # 1 case(s)
     'FrontendError: unsupported ONNX operator(s): ai.onnx.ml.Binarizer': [
         r"^test_ai_onnx_ml_binarizer_cpu$",
-    ],
-    # 1 case(s)
-    "HetvmRuntimeError: cannot reshape a tensor of shape (2, 3, 4) to (2, 0, 4, 1) [ONNX (Reshape; inputs '…', '…') in function '…', pc 3: r5 = call vm.builtin.resha": [
-        r"^test_reshape_zero_dim_cpu$",
-    ],
-    # 1 case(s)
-    "HetvmRuntimeError: kernel '…' on cpu:0 failed at ONNX (Expand; inputs '…', '…') in function '…', pc 8: kernel broadcast_to@dev0(r0, r8) -> (r7) with expanded_d0": [
-        r"^test_expand_dim_changed_cpu$",
-    ],
-    # 1 case(s)
-    'HetvmRuntimeError: kernel \'…\' on cpu:0 failed at ONNX (Slice; inputs \'…\', \'…\', \'…\') in function \'…\', pc 9: kernel strided_slice@dev0(r0) -> (r10) {"assume_inbou': [
-        r"^test_slice_default_axes_cpu$",
-    ],
-    # 1 case(s)
-    "HetvmRuntimeError: match_cast value of function '…': dimension 0 is -1; a size must be >= 0 (given (-1, 2, 3, 4))": [
-        r"^test_reshape_negative_extended_dims_cpu$",
-    ],
-    # 1 case(s)
-    "HetvmRuntimeError: match_cast value of function '…': dimension 1 is -1; a size must be >= 0 (given (2, -1, 2))": [
-        r"^test_reshape_negative_dim_cpu$",
-    ],
-    # 1 case(s)
-    "HetvmRuntimeError: match_cast value of function '…': dimension 3 is -1; a size must be >= 0 (given (2, 0, 1, -1))": [
-        r"^test_reshape_zero_and_negative_dim_cpu$",
     ],
 }
 
