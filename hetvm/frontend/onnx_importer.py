@@ -4,6 +4,8 @@ The importer
 
 1. loads and checks the model (``onnx.checker``); a file that is not ONNX, a
    truncated file or an invalid graph is a one-line :class:`FrontendError`;
+   external data is read from the model file's own directory only
+   (:mod:`.onnx_external`);
 2. lists every node whose (op type, opset) has no converter and fails with all
    of them at once, before converting anything;
 3. walks the nodes in order, folding those whose inputs are known at import
@@ -38,6 +40,7 @@ from ..ir.block_builder import BlockBuilder
 from ..ir.module import IRModule
 from .fold import SymArray, fold_node, is_known
 from .onnx_context import ConvertContext, NodeView
+from .onnx_external import load_external_data
 from .onnx_ops import FOLD_ONLY, is_supported, lookup
 from .onnx_types import ident, input_struct_info, parse_attrs
 
@@ -81,6 +84,7 @@ def load_model(model: Any) -> tuple[Any, str]:
         raise FrontendError(f"from_onnx expects an onnx.ModelProto or a path, got {type(model).__name__}")
     if not model.HasField("graph") or not model.graph.node:
         raise FrontendError(f"{label}: not an ONNX model (it has no graph nodes)")
+    load_external_data(model, label if label != "<model>" else None, label)
     try:
         onnx.checker.check_model(model)
     except (onnx.checker.ValidationError, ValueError) as err:
