@@ -46,6 +46,11 @@ class Builtins:
         self, call: CallState, size: Any, device_index: int, scope: str = "global",
         dtype: str = "uint8",
     ) -> Storage:
+        if any(int(d) < 0 for d in size):  # a size in bytes, made from shape values
+            raise HetvmRuntimeError(
+                f"alloc_storage of a negative size ({tuple(int(d) for d in size)} bytes) on "
+                f"{self.state.devices[self._dev_index(device_index)]}"
+            )
         nbytes = nbytes_of(tuple(size), dtype)
         block = call.alloc(self._dev_index(device_index), nbytes)
         return Storage(block, scope if isinstance(scope, str) else "global")

@@ -19,8 +19,8 @@ from .shapes import ShapeBinder
 
 __all__ = ["check_value", "MAX_DIM"]
 
-# The largest size a dimension may have: no tensor holds more bytes than an
-# int64 (NumPy's intp) counts, and every element takes at least one.
+# The largest value a shape holds: shapes are int64 (as in TVM), and no tensor
+# holds more bytes than an int64 (NumPy's intp) counts.
 MAX_DIM = 2**63 - 1
 
 
@@ -50,12 +50,11 @@ def check_value(
         if not all(_is_int(d) for d in value):
             raise HetvmRuntimeError(f"{what} of function '{binder.func}': bad shape {value!r}")
         shape = ShapeTuple(int(d) for d in value)
-        for i, d in enumerate(shape):
-            if not 0 <= d <= MAX_DIM:
-                why = "a size must be >= 0" if d < 0 else f"a size is at most {MAX_DIM} (2**63 - 1)"
+        for i, d in enumerate(shape):  # (a negative one may be a value, not a size)
+            if not -MAX_DIM - 1 <= d <= MAX_DIM:
                 raise HetvmRuntimeError(
-                    f"{what} of function '{binder.func}': dimension {i} is {d}; {why} "
-                    f"(given {tuple(shape)})"
+                    f"{what} of function '{binder.func}': dimension {i} is {d}; a shape's "
+                    f"values are int64, at most {MAX_DIM} (2**63 - 1) (given {tuple(shape)})"
                 )
         _bind_shape(info, shape, binder, what)
         return shape
