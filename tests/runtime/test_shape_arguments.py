@@ -61,3 +61,19 @@ def test_a_size_the_system_refuses_is_out_of_memory(vm):
 def test_the_allocator_refuses_more_than_it_can_count():
     with pytest.raises(OutOfMemoryError, match="more than any allocation can hold"):
         NaiveAllocator(hetvm.cpu(0)).alloc(MAX_ALLOC_BYTES + 1)
+
+
+def test_a_shape_may_hold_negative_values():
+    """A shape is also how bounds and steps travel (R.arange's, say): only a size
+    used for memory must be >= 0."""
+    src = """
+@I.ir_module
+class M:
+    @R.function
+    def main(s: R.Shape(["a", "b"])) -> R.Shape(["a", "b"]):
+        a = T.int64()
+        b = T.int64()
+        return s
+"""
+    vm = hetvm.VirtualMachine(hetvm.build(from_source(src)))
+    assert tuple(vm["main"]((-3, 5))) == (-3, 5)
