@@ -56,3 +56,40 @@ def test_script_prints_back_and_runs_at_two_sizes():
         np.testing.assert_array_equal(hot, np.where(np.arange(n)[:, None] == np.arange(4), 1.5, 0.0))
         np.testing.assert_array_equal(r, np.arange(*bounds, dtype=np.int32))
         np.testing.assert_array_equal(idx, np.array(np.nonzero(x)))
+
+
+SOURCE_MORE = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 3), "float32"), m: R.Tensor(("n", 2, 2), "float64")):
+        n = T.int64()
+        u = T.int64()
+        with R.dataflow():
+            top = R.topk(x, 2, axis=1, ret_type="both", largest=False, dtype="int64")
+            d = R.det(m)
+            c = R.match_cast(R.tensor_to_shape(R.unique_count(x, axis=None)), R.Shape([u]))
+            uniq = R.unique(x, c, sorted=True, axis=None)
+            one = R.const([1], "int64")
+            steps = R.range_length(one, R.const([9], "int64"), one)
+            R.output(top, d, uniq, steps)
+        return (top, d, uniq, steps)
+"""
+
+
+def test_tuple_results_and_hetvm_only_ops_print_back():
+    mod = from_source(SOURCE_MORE)
+    text = print_module(mod)
+    again = from_source(text)
+    assert_structural_equal(mod, again)
+    assert print_module(again) == text
+    vm = hetvm.VirtualMachine(hetvm.build(mod, target="llvm"))
+    x = np.array([[3, 1, 2], [1, 1, 0]], np.float32)
+    m = np.random.default_rng(2).standard_normal((2, 2, 2))
+    (values, indices), d, (y, first, inverse, counts), steps = vm["main"](x, m)
+    np.testing.assert_array_equal(values.numpy(), [[1, 2], [0, 1]])
+    np.testing.assert_array_equal(indices.numpy(), [[1, 2], [2, 0]])
+    np.testing.assert_allclose(d.numpy(), np.linalg.det(m))
+    np.testing.assert_array_equal(y.numpy(), [0, 1, 2, 3])
+    np.testing.assert_array_equal(counts.numpy(), [1, 3, 1, 1])
+    assert steps.numpy().tolist() == [8]
