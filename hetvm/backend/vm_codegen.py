@@ -223,7 +223,7 @@ class _FunctionCodegen:
                 self.reg_of[var] = ("i", None)
                 return
             dst = self.define(var)
-            self.code.append(B.Call(dst, name, args))
+            self.code.append(B.Call(dst, _packed_name(name), args))
             return
         if isinstance(callee, E.GlobalVar):
             dst = self.define(var)
@@ -268,6 +268,15 @@ class _FunctionCodegen:
             builtin, builtin_args = "vm.builtin.null_value", ()
         elif name == "hint_on_device":
             builtin, builtin_args = "vm.builtin.identity", (self.arg(a[0]),)
+        elif name == "call_pure_packed":  # the callee by name, as call_packed
+            builtin = _packed_name(a[0].global_symbol)  # type: ignore[attr-defined]
+            builtin_args = tuple(self.arg(x) for x in a[1:])
+        elif name == "print":
+            builtin = "relax.run.print"
+            builtin_args = (("i", call.attrs.get("format", "")), *(self.arg(x) for x in a))
+        elif name == "assert_op":
+            builtin = "relax.run.assert_op"
+            builtin_args = (self.arg(a[0]), ("i", call.attrs.get("format", "")), *(self.arg(x) for x in a[1:]))
         elif name == "to_vdevice":
             dev = sinfo_device_index(self.mod, call.struct_info)
             builtin, builtin_args = "vm.builtin.copy_to", (self.arg(a[0]), ("i", dev), ("i", None))
@@ -312,6 +321,16 @@ def debug_info_of(span: Any) -> dict | None:
         return None
     return {"node": span.node_name, "op_type": span.op_type or "?",
             "inputs": list(span.node_inputs), "source": span.source_name}  # fmt: skip
+
+
+# TVM's builtins that are hetvm's under another name: vm.builtin.copy moves a
+# register (it returns its argument)
+_PACKED_ALIASES = {"vm.builtin.copy": "vm.builtin.identity"}
+
+
+def _packed_name(name: str) -> str:
+    """The VM function a packed call of ``name`` runs."""
+    return _PACKED_ALIASES.get(name, name)
 
 
 def _plain(value: Any) -> Any:

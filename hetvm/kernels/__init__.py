@@ -4,6 +4,7 @@ Importing the package registers every kernel (see :mod:`.registry` for the
 calling convention).
 """
 
+from . import compat as _compat  # noqa: F401  (kernels of hetvm.op.compat, op.nn.compat_nn)
 from . import (  # noqa: F401  (register kernels)
     conv,
     conv_transpose,

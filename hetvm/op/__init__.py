@@ -136,6 +136,19 @@ image.resize2d             data, size (ShapeExpr (h, w))         roi: 4 float32 
                                                                  coordinate_transformation_mode, rounding_method,
                                                                  cubic_alpha, cubic_exclude, extrapolation_value,
                                                                  out_dtype, scales: (h, w)|None, antialias
+tile flip repeat           data                                  repeats: tuple / axis: int / repeats: int,
+                                                                 axis: int|None
+scatter_elements           data, indices, updates                axis: int, reduction: str
+variance std               x                                     axis: axes|None, keepdims: bool
+nn.conv1d                  data (NCW), weight (OIW)              strides: 1-tuple, padding: (left, right),
+                                                                 dilation: 1-tuple, groups, data_layout,
+                                                                 kernel_layout, out_layout, out_dtype
+nn.rms_norm                data, weight                          axes: axes, epsilon: float
+nn.group_norm              data, gamma, beta                     num_groups, channel_axis, axes, epsilon,
+                                                                 center, scale
+print                      values (any number; impure, void)     format: str
+assert_op                  condition, format values (impure)     format: str
+call_pure_packed           func: ExternFunc, args                (sinfo_args = [result])
 =========================  ====================================  ==========================================
 
 Not ops: ``call_packed(func, *args, sinfo_args=None, **attrs)`` builds
@@ -144,8 +157,10 @@ builds the VDevice that ``hint_on_device`` takes (``R.device``).
 """
 
 from . import builtin, elementwise, image, memory, nn, vm
+from .compat import flip, repeat, scatter_elements, std, tile, variance
 from .create import full, full_like, ones, ones_like, zeros, zeros_like
 from .datatype import astype, where
+from .debug import assert_op, call_pure_packed, print  # noqa: A004 - R.print
 from .device import device, hint_on_device, to_vdevice
 from .dynamic import arange, nonzero, range_length, tensor_to_shape, unique, unique_count
 from .elementwise import *  # noqa: F401,F403
@@ -225,6 +240,15 @@ __all__ = [
     "nonzero",
     "unique_count",
     "unique",
+    "tile",
+    "flip",
+    "repeat",
+    "scatter_elements",
+    "variance",
+    "std",
+    "print",
+    "assert_op",
+    "call_pure_packed",
 ]
 __all__ += list(
     elementwise.BINARY_ARITH + elementwise.COMPARISONS + elementwise.LOGICAL + elementwise.UNARY_MATH

@@ -54,9 +54,25 @@ def _infer_with_device(call: E.Call) -> S.StructInfo:
     return data.with_vdevice(vdev)
 
 
+def _infer_hint(call: E.Call) -> S.StructInfo:
+    """The input's struct info, as TVM infers it until RealizeVDevice (the
+    planner reads the hinted device from ``dst_vdevice``), except that a vdevice
+    other than the hinted one is dropped: the values computed from the hint are
+    then placed by the planner (near the hint) instead of pinned to the input's
+    device, and the annotations hetvm prints stay ones TVM accepts (less specific
+    than TVM's inference, never contradicting it)."""
+    data = tensor_arg(call, 0, "data")
+    vdev = call.attrs.get("dst_vdevice")
+    if not isinstance(vdev, VDevice):
+        raise fail(op_name(call), f"attribute 'dst_vdevice' must be a VDevice, got {vdev!r}")
+    if data.vdevice is not None and data.vdevice != vdev:
+        return data.with_vdevice(None)
+    return data
+
+
 register_op(
     "hint_on_device",
-    _infer_with_device,
+    _infer_hint,
     num_inputs=1,
     attr_names=("dst_vdevice",),
     device_behavior=DeviceBehavior.ANNOTATION,

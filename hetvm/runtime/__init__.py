@@ -1,5 +1,6 @@
 """The runtime: devices, storage and tensors, allocators, the VM and artifacts."""
 
+from . import debug_funcs as _debug_funcs  # noqa: F401  (relax.run.print / assert_op)
 from . import nd
 from .device import Device, DeviceAPI, cpu, device, get_api
 from .memory import Allocator, NaiveAllocator, PooledAllocator, Storage

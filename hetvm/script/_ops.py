@@ -50,6 +50,8 @@ def ctor_params(ctor: Callable[..., Any] | None) -> tuple[str, ...]:
 
 def sinfo_keyword(name: str) -> str | None:
     """The keyword (TVM 0.27 spelling) an op's call prints its ``sinfo_args`` with."""
+    if name in TVM_SINFO_KEYWORD:
+        return TVM_SINFO_KEYWORD[name]
     params = ctor_params(resolve_ctor(name))
     if "out_sinfo" in params:
         return "out_ty"
@@ -94,6 +96,13 @@ TVM_DEFAULT_ARGS: dict[str, tuple[int, str]] = {
     "vm.alloc_tensor": (4, "0"),
     "builtin.alloc_tensor": (3, 'R.str("global")'),
 }
+
+#: ops whose sinfo_args TVM 0.27 prints under another keyword than the constructor's
+#: (read back through SINFO_KEYWORDS)
+TVM_SINFO_KEYWORD = {"call_pure_packed": "ty_args"}
+
+#: string attrs TVM prints as ``R.str(...)`` (``R.print(x, format=R.str("x: {}"))``)
+TVM_STRING_ATTRS: dict[str, tuple[str, ...]] = {"print": ("format",), "assert_op": ("format",)}
 
 #: ops whose binding TVM prints without an annotation when the variable's struct
 #: info is the one the call's ``out_ty`` gives

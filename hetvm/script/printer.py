@@ -24,6 +24,7 @@ from ._names import NameTable, sanitize
 from ._ops import (
     TVM_DEFAULT_ARGS,
     TVM_POSITIONAL_ATTRS,
+    TVM_STRING_ATTRS,
     UNANNOTATED_WHEN_DERIVED,
     attr_print_order,
     sinfo_keyword,
@@ -135,8 +136,12 @@ class _Printer:
             # attrs hetvm adds to a TVM op print only when set, so TVM reads the rest
             own = info.extra.get("hetvm_only_attrs", {})  # attr -> its value meaning "as TVM"
             shown = {k: v for k, v in call.attrs.items() if k not in positional}
-            rest = E.Attrs({k: v for k, v in shown.items() if not (k in own and v == own[k])})
+            strings = TVM_STRING_ATTRS.get(name, ())
+            rest = E.Attrs({
+                k: v for k, v in shown.items() if not (k in own and v == own[k]) and k not in strings
+            })
             args.extend(self._attrs(rest, attr_print_order(name, info.attr_names)))
+            args.extend(f"{k}=R.str({json.dumps(call.attrs[k])})" for k in strings if k in call.attrs)
             return f"R.{name}({', '.join(args)})"
         if isinstance(callee, E.ExternFunc):
             parts = [json.dumps(callee.global_symbol), *args]
@@ -173,6 +178,8 @@ class _Printer:
         return out
 
     def _sinfo_arg(self, sinfos: tuple[S.StructInfo, ...], keyword: str) -> str:
+        if keyword == "ty_args":
+            return "(" + "".join(self.sinfo(s) + ", " for s in sinfos).rstrip(" ") + ")"
         if keyword == "out_ty" and len(sinfos) == 1:
             only = sinfos[0]
             if isinstance(only, S.TupleStructInfo) and len(only.fields) >= 2:

@@ -273,3 +273,48 @@ def main(x: R.Tensor(("m", "n"), "float32")):
         "'n'",
         "dtypes must agree",
     )
+
+
+# --------------------------------------------------------------------------
+# hint_on_device: TVM's struct info (the input's) until the planner
+# --------------------------------------------------------------------------
+
+HINTS = """
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm"), I.vdevice("sim", 0)]})
+    @R.function
+    def main(x: R.Tensor((4,), "float32", "llvm"), y: R.Tensor((4,), "float32")):
+        a = R.hint_on_device(x, R.device("sim", 0))
+        b = R.exp(a)
+        c = R.hint_on_device(y, R.device("sim", 0))
+        d = R.add(c, c)
+        e = R.hint_on_device(x, R.device("cpu", 0))
+        return (b, d, e)
+"""
+
+
+def test_hint_result_keeps_the_input_struct_info_as_tvm():
+    mod = _roundtrip(HINTS)
+    bindings = {b.var.name_hint: b.var.struct_info for b in mod["main"].body.blocks[0].bindings}
+    llvm = mod.vdevices[0]
+    # moved off a placed input: no vdevice (TVM infers the input's; a less specific
+    # annotation is what TVM accepts and lets the planner place what follows)
+    assert bindings["a"].vdevice is None and bindings["b"].vdevice is None
+    assert bindings["c"].vdevice is None  # an unplaced input stays unplaced, as in TVM
+    assert bindings["e"].vdevice == llvm  # a hint to where the input is keeps it
+
+
+def test_hint_still_moves_the_computation():
+    from hetvm.transform.plan_devices import PlanDevices
+
+    planned = PlanDevices()(from_source(HINTS))
+    by_name = {b.var.name_hint: b for b in planned["main"].body.blocks[0].bindings}
+    assert by_name["b"].var.struct_info.vdevice.target == "sim"
+    assert by_name["d"].var.struct_info.vdevice.target == "sim"
+    x = np.arange(4, dtype="float32")
+    exe = hetvm.build(from_source(HINTS), target="llvm")
+    b, d, e = hetvm.VirtualMachine(exe, [hetvm.cpu(0), hetvm.device("sim", 0)])["main"](x, x)
+    assert b.device.kind == "sim"
+    np.testing.assert_allclose(b.numpy(), np.exp(x), rtol=1e-6)
+    np.testing.assert_array_equal(d.numpy(), x + x)

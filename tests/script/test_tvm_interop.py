@@ -192,6 +192,55 @@ def _functions_and_callables():
     return IRModule(dict(mod.functions), attrs={"system_lib_prefix": "hetvm_"})
 
 
+def _compat_ops():
+    """Ops and helpers added for TVM's own test modules (issue 20): TVM prints them
+    the same way (R.print's format as R.str, call_pure_packed's ty_args)."""
+    x = Var("x", struct_info=TensorStructInfo((2, 3), "float32"))
+    s3 = Var("s3", struct_info=TensorStructInfo((1, 3, 8), "float32"))
+    w = Var("w", struct_info=TensorStructInfo((4, 3, 3), "float32"))
+    img = Var("img", struct_info=TensorStructInfo((1, 4, 2, 2), "float32"))
+    g = Var("g", struct_info=TensorStructInfo((4,), "float32"))
+    i = Var("i", struct_info=TensorStructInfo((1, 3), "int64"))
+    u = Var("u", struct_info=TensorStructInfo((1, 3), "float32"))
+    c = Var("c", struct_info=TensorStructInfo((), "bool"))
+    rw = Var("rw", struct_info=TensorStructInfo((3,), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x, s3, w, img, g, i, u, c, rw], pure=False):
+        outs = [
+            bb.emit(op.call_pure_packed("vm.builtin.copy", x, sinfo_args=x.struct_info)),
+            bb.emit(op.tile(x, (2, 1))), bb.emit(op.flip(x, 1)), bb.emit(op.repeat(x, 2, axis=0)),
+            bb.emit(op.variance(x, [1], keepdims=True)), bb.emit(op.std(x)),
+            bb.emit(op.scatter_elements(x, i, u, axis=0, reduction="add")),
+            bb.emit(op.nn.conv1d(s3, w, padding=(1, 1))),
+            bb.emit(op.nn.rms_norm(x, rw)),
+            bb.emit(op.nn.group_norm(img, g, g, 2, 1, [2, 3])),
+        ]
+        bb.emit(op.print(x, format="x: {}"))
+        bb.emit(op.assert_op(c, x, format="x: {}"))
+        bb.emit_func_output(bb.emit(Tuple(tuple(outs))))
+    return bb.get()
+
+
+def _hint_off_a_placed_input():
+    """A hint that moves a tensor already on a vdevice: its result keeps no
+    vdevice (TVM keeps the input's; a less specific annotation is what TVM reads)."""
+    devs = [VDevice("llvm"), VDevice("cuda", 0)]
+    x = Var("x", struct_info=TensorStructInfo((4,), "float32", vdevice=devs[0]))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        a = bb.emit(op.hint_on_device(x, op.device("cuda", 0)))
+        bb.emit_func_output(bb.emit(op.exp(a)))
+    return bb.get().with_global_infos(vdevice=devs)
+
+
+def test_hint_off_a_placed_input_reads_in_tvm():
+    mod = _hint_off_a_placed_input()
+    text = print_module(mod)
+    assert 'lv: R.Tensor((4,), dtype="float32") = R.hint_on_device(' in text
+    printed_by_tvm = tvm_text(text)  # TVM's well-formedness check passes
+    assert _without_targets(printed_by_tvm) == _without_targets(text)
+
+
 HETVM_SCRIPTS = {
     "seed": '''
 @I.ir_module
@@ -226,7 +275,7 @@ class Module:
 
 
 BUILT = [_dyn, _calls, _conv_pools, _resize_and_transpose, _memory_and_packed, _attr_spellings,
-         _functions_and_callables]
+         _functions_and_callables, _compat_ops]
 
 
 @pytest.mark.parametrize("build", BUILT, ids=lambda b: b.__name__.strip("_"))
