@@ -72,6 +72,8 @@ class Evaluator(OpCallMixin, FormsMixin):
             return var
         if name in self.env.aliases:
             return Namespace(self.env.aliases[name])
+        if name == "relax":  # `from tvm import relax`: relax.const(...) is R.const(...)
+            return Namespace("relax")
         if name in self.scope.module_aliases or name == self.env.class_name:
             return MODULE_REF
         sym = self.symbol(name)
@@ -80,6 +82,37 @@ class Evaluator(OpCallMixin, FormsMixin):
         if name == "float":
             return FLOAT
         raise self.undefined(node, name)
+
+    def _tvm_device_call(self, node: ast.Call) -> Any:
+        """``tvm.cpu()``, ``tvm.cuda(1)``, ``tvm.device("cuda", 0)`` (as ``R.device``)
+        and ``tvm.ir.VDevice("cuda", 0, "global")`` (as ``I.vdevice``): Python
+        objects TVM's tests pass to ``R.hint_on_device`` / ``R.to_vdevice``."""
+        parts: list[str] = []
+        cur: ast.AST = node.func
+        while isinstance(cur, ast.Attribute):
+            parts.append(cur.attr)
+            cur = cur.value
+        if not (isinstance(cur, ast.Name) and cur.id == "tvm" and self.scope.lookup("tvm") is None):
+            return None
+        dotted = ".".join(reversed(parts))
+        if dotted not in ("cpu", "cuda", "device", "ir.VDevice"):
+            return None
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            raise self.err(node, f"tvm.{dotted}(...) takes positional literals here")
+        args = [self.eval(a) for a in node.args]
+        from ..op.device import device as make_device
+        from ._vdevice import make_vdevice, resolve_device
+
+        try:
+            if dotted == "ir.VDevice":
+                vdev = make_vdevice(*args)
+            elif dotted == "device":
+                vdev = make_device(*args)
+            else:
+                vdev = make_device(dotted, *args)
+        except (HetvmError, TypeError) as e:
+            raise self.err(node, f"tvm.{dotted}: {e}") from None
+        return resolve_device(vdev, self.env.vdevices)
 
     def undefined(self, node: ast.AST, name: str) -> ParseError:
         if name in self.scope.left_dataflow:
@@ -216,6 +249,9 @@ class Evaluator(OpCallMixin, FormsMixin):
             raise self.err(node, str(e)) from None
 
     def _eval_Call(self, node: ast.Call) -> Any:
+        device = self._tvm_device_call(node)
+        if device is not None:
+            return device
         func = self.eval(node.func)
         if func is FLOAT:
             args = [self.eval(a) for a in node.args]

@@ -66,6 +66,17 @@ class FormsMixin:
     def _form_ExternFunc(self, node: ast.Call) -> E.Expr:
         return E.ExternFunc(self._literal_str(node, "R.ExternFunc"), span=self.diag.span(node))
 
+    def _form_TupleGetItem(self, node: ast.Call) -> E.Expr:
+        a = self.bind_args(node, "R.TupleGetItem", ["tuple_value", "index"], 2)
+        index = self.eval(a["index"])
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise self.err(a["index"], "R.TupleGetItem's index must be an integer literal")
+        value = self.to_expr(self.eval(a["tuple_value"]), a["tuple_value"])
+        try:
+            return E.TupleGetItem(value, index, span=self.diag.span(node))
+        except HetvmError as e:
+            raise self.err(node, str(e)) from None
+
     def _form_tuple(self, node: ast.Call) -> E.Expr:
         if node.keywords:
             raise self.err(node, "R.tuple(*fields) takes positional arguments only")

@@ -26,12 +26,25 @@ from ._values import SINFO_NAMES, VALUE_FORMS, positional
 from ._vdevice import resolve_device
 
 
+# TVM ops whose arguments are TIR (index maps, TE functions): out of scope, said so
+_TIR_OPS = {
+    "layout_transform": (
+        "takes a TIR index map (a lambda or T.index_map), and TIR is out of scope in hetvm; "
+        "a pure permutation of axes is R.permute_dims(x, axes=[...])"
+    ),
+    "emit_te": "builds TIR from a TE function, and TIR is out of scope in hetvm",
+    "call_tir": "calls a TIR function, and TIR is out of scope in hetvm",
+}
+
+
 class OpCallMixin:
     """Part of the Evaluator: op calls and vdevice strings."""
 
     def op_call(self, name: str, node: ast.Call) -> Any:
         ctor = resolve_ctor(name)
         ops = known_op_names()
+        if ctor is None and name in _TIR_OPS:
+            raise self.err(node.func, f"R.{name} {_TIR_OPS[name]}")
         if ctor is None and name not in ops:
             hint = did_you_mean(name, [*ops, *VALUE_FORMS, *SINFO_NAMES, "call_packed"])
             raise self.err(node.func, f"unknown op 'R.{name}'{hint}")

@@ -185,6 +185,9 @@ class FunctionParser:
         if ret_stmt.value is None:
             raise self.err(ret_stmt, "return needs a value")
         body = self.result_value(ret_stmt.value, current, "gv", in_dataflow=False)
+        if ret is not None and body.struct_info is not None and self._checked_at_run_time(ret, body.struct_info):
+            fresh = self.scope.fresh("gv")
+            body = self._emit_checked(fresh, body, ret, current, False, ret_stmt, False)
         if current:
             blocks.append(E.BindingBlock(current))
         seq = E.SeqExpr(blocks, body, span=self.env.diag.span(ret_stmt))
@@ -247,6 +250,13 @@ class FunctionParser:
             raise self.err(stmt, "with R.dataflow() blocks may only appear at the top level of a function")
         if isinstance(stmt, ast.Return):
             raise self.err(stmt, "return must be the last statement of the function")
+        if isinstance(stmt, ast.FunctionDef):
+            raise self.err(
+                stmt,
+                f"local function '{stmt.name}': a def inside an @R.function (a closure, which TVM "
+                f"binds to a local variable) is not supported; hetvm has no closures or lambda "
+                f"lifting. Define it as a function of the module and call it as cls.{stmt.name}(...)",
+            )
         raise self.err(stmt, f"unsupported Python syntax here: {type(stmt).__name__}")
 
     def _module_alias(self, stmt: ast.Assign) -> bool:
@@ -317,6 +327,8 @@ class FunctionParser:
         sinfo = expr.struct_info
         if sinfo is None:
             raise self.err(node, f"cannot infer the struct info of the value bound to '{name}'")
+        if ann is not None and self._checked_at_run_time(ann, sinfo):
+            return self._emit_checked(name, expr, ann, out, in_dataflow, node, dataflow_var)
         if ann is not None:
             self.check_annotation(ann, sinfo, name, node)
             sinfo = _annotated(ann, sinfo)
@@ -325,6 +337,23 @@ class FunctionParser:
         span = self.env.diag.span(node)
         var = cls(name, struct_info=sinfo, span=span)
         out.append(E.VarBinding(var, expr, span=span))
+        return var
+
+    @staticmethod
+    def _checked_at_run_time(ann: S.StructInfo, sinfo: S.StructInfo) -> bool:
+        """An annotation more specific than what inference proves but that may hold
+        (``lhs: R.Tensor((32, 16)) = R.concat(...)`` of symbolic parts, a result
+        annotated ``R.Tensor((m, n))`` of a call returning ``R.Object``): TVM accepts
+        it; hetvm checks it at run time with a match_cast."""
+        return not S.is_base_of(ann, sinfo, check_vdevice=False) and S.could_match(ann, sinfo)
+
+    def _emit_checked(self, name: str, expr: E.Expr, ann: S.StructInfo, out: list[E.Binding], in_dataflow: bool, node: ast.AST, dataflow_var: bool | None) -> E.Var:
+        value = self._leaf(expr, out, in_dataflow, node)
+        is_df = in_dataflow if dataflow_var is None else dataflow_var
+        cls = E.DataflowVar if is_df else E.Var
+        span = self.env.diag.span(node)
+        var = cls(name, struct_info=ann, span=span)
+        out.append(E.MatchCast(var, value, ann, span=span))
         return var
 
     def check_annotation(self, ann: S.StructInfo, sinfo: S.StructInfo, name: str, node: ast.AST) -> None:

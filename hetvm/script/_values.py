@@ -13,7 +13,7 @@ from ..ir import struct_info as S
 
 SINFO_NAMES = ("Tensor", "Shape", "Tuple", "Object", "Any", "Prim", "Callable")
 STATEMENT_FORMS = ("dataflow", "output", "func_attr", "function")
-VALUE_FORMS = ("shape", "prim_value", "str", "dtype", "const", "tuple", "match_cast", "ExternFunc")
+VALUE_FORMS = ("shape", "prim_value", "str", "dtype", "const", "tuple", "match_cast", "ExternFunc", "TupleGetItem")
 _DTYPE = re.compile(r"^(u?int\d+|float\d+|bfloat16|bool)$")
 
 

@@ -318,3 +318,103 @@ def test_hint_still_moves_the_computation():
     assert b.device.kind == "sim"
     np.testing.assert_allclose(b.numpy(), np.exp(x), rtol=1e-6)
     np.testing.assert_array_equal(d.numpy(), x + x)
+
+
+def test_local_function_is_a_clear_error():
+    _rejects(
+        """
+@R.function
+def main(x: R.Tensor((2,), "float32")):
+    @R.function
+    def inner(y: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        return y
+    z = inner(x)
+    return z
+""",
+        "local function 'inner'",
+        "cls.inner(...)",
+    )
+
+
+def test_tvm_device_objects_and_relax_names():
+    mod = _roundtrip(
+        """
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm"), I.vdevice("cuda", 0)]})
+    @R.function
+    def main(x: R.Tensor((2,), "float32")):
+        a = R.hint_on_device(x, tvm.cpu())
+        b = R.to_vdevice(a, tvm.ir.VDevice("cuda", 0, "global"))
+        c = R.hint_on_device(x, tvm.cuda(0))
+        k = relax.const([1.0, 2.0], "float32")
+        t = (b, c, k)
+        d = R.TupleGetItem(t, 2)
+        return d
+"""
+    )
+    bindings = {b.var.name_hint: b.value for b in mod["main"].body.blocks[0].bindings}
+    llvm, cuda = mod.vdevices
+    assert bindings["a"].attrs["dst_vdevice"] == llvm
+    assert bindings["b"].attrs["dst_vdevice"] == cuda
+    assert bindings["c"].attrs["dst_vdevice"] == cuda
+    assert bindings["d"].index == 2
+
+
+CHECKED = """
+@R.function
+def main(a: R.Tensor(("n",), "float32"), b: R.Tensor(("m",), "float32")):
+    c: R.Tensor((6,), "float32") = R.concat((a, b), axis=0)
+    return c
+"""
+
+
+def test_annotation_that_may_hold_is_checked_at_run_time():
+    from hetvm.ir import expr as E
+
+    mod = _roundtrip(CHECKED)
+    binding = mod["main"].body.blocks[0].bindings[-1]
+    assert isinstance(binding, E.MatchCast) and binding.var.name_hint == "c"
+    out = _run(mod, np.ones(2, "float32"), np.zeros(4, "float32"))
+    np.testing.assert_array_equal(out.numpy(), [1, 1, 0, 0, 0, 0])
+    with pytest.raises(hetvm.HetvmError, match="match_cast"):
+        _run(mod, np.ones(2, "float32"), np.zeros(3, "float32"))
+
+
+def test_return_annotation_that_may_hold_is_checked_at_run_time():
+    mod = _roundtrip(
+        """
+@R.function
+def main(x: R.Tensor(ndim=2, dtype="float32")) -> R.Tensor((2, 3), "float32"):
+    return x
+"""
+    )
+    assert S.describe(mod["main"].body.body.struct_info) == S.describe(S.TensorStructInfo((2, 3), "float32"))
+    np.testing.assert_array_equal(_run(mod, np.ones((2, 3), "float32")).numpy(), np.ones((2, 3)))
+    with pytest.raises(hetvm.HetvmError):
+        _run(mod, np.ones((3, 2), "float32"))
+
+
+def test_annotation_that_never_holds_is_still_an_error():
+    _rejects(
+        """
+@R.function
+def main(x: R.Tensor((2, 3), "float32")):
+    y: R.Tensor((3, 2), "float32") = R.exp(x)
+    return y
+""",
+        "struct info mismatch",
+    )
+
+
+def test_layout_transform_says_tir_is_out_of_scope():
+    _rejects(
+        """
+@R.function
+def main(x: R.Tensor((2, 3), "float32")):
+    y = R.layout_transform(x, index_map=lambda a, b: (b, a))
+    return y
+""",
+        "TIR index map",
+        "R.permute_dims",
+    )
