@@ -25,7 +25,6 @@ from ._ops import (
 from ._values import SINFO_NAMES, VALUE_FORMS, positional
 from ._vdevice import resolve_device
 
-
 # TVM ops whose arguments are TIR (index maps, TE functions): out of scope, said so
 _TIR_OPS = {
     "layout_transform": (
