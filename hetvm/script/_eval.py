@@ -197,7 +197,7 @@ class Evaluator(OpCallMixin, FormsMixin):
 
     def _relax_operator(self, node: ast.AST, name: str, *operands: Any) -> E.Expr:
         """``x + y`` on Relax values is ``R.add(x, y)``, as TVM's ``Expr`` operators."""
-        for value in operands:
+        for value in operands[:1] if name == "astype" else operands:
             if not isinstance(value, E.Expr):
                 raise self.err(
                     node,
@@ -252,6 +252,12 @@ class Evaluator(OpCallMixin, FormsMixin):
         device = self._tvm_device_call(node)
         if device is not None:
             return device
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "astype":
+            base = self.eval(node.func.value)
+            if isinstance(base, E.Expr):  # TVM's Expr.astype(dtype) is R.astype
+                if len(node.args) != 1 or node.keywords:
+                    raise self.err(node, "x.astype(dtype) takes one dtype")
+                return self._relax_operator(node, "astype", base, self.eval(node.args[0]))
         func = self.eval(node.func)
         if func is FLOAT:
             args = [self.eval(a) for a in node.args]

@@ -487,9 +487,16 @@ class FunctionParser:
     def branch(self, stmts: list[ast.stmt], label: str, if_stmt: ast.If) -> tuple[E.SeqExpr, str, S.StructInfo | None, ast.stmt]:
         last = stmts[-1]
         bindings: list[E.Binding] = []
+        blocks: list[E.BindingBlock] = []
         self.scope.frames.append({})
         try:
             for stmt in stmts[:-1]:
+                if isinstance(stmt, ast.With):  # a dataflow block inside a branch, as TVM allows
+                    if bindings:
+                        blocks.append(E.BindingBlock(bindings))
+                        bindings = []
+                    blocks.append(self.dataflow(stmt))
+                    continue
                 self.statement(stmt, bindings, in_dataflow=False)
             if isinstance(last, ast.If):
                 var = self.if_binding(last, bindings)
@@ -500,7 +507,8 @@ class FunctionParser:
                 body = self.result_value(value_node, bindings, f"{name}_{label}", False)
         finally:
             self.scope.frames.pop()
-        blocks = [E.BindingBlock(bindings)] if bindings else []
+        if bindings:
+            blocks.append(E.BindingBlock(bindings))
         return E.SeqExpr(blocks, body, span=self.env.diag.span(last)), name, ann, last
 
 

@@ -418,3 +418,29 @@ def main(x: R.Tensor((2, 3), "float32")):
         "TIR index map",
         "R.permute_dims",
     )
+
+
+def test_dataflow_block_inside_a_branch_and_astype_method():
+    from hetvm.ir import expr as E
+
+    mod = _roundtrip(
+        """
+@R.function
+def main(x: R.Tensor((2,), "float32"), c: R.Tensor((), "bool")):
+    if c:
+        with R.dataflow():
+            w = R.add(x, x)
+            v = R.multiply(w, w)
+            R.output(v)
+        q = v
+    else:
+        q = x.astype("float32")
+    return q
+"""
+    )
+    if_node = mod["main"].body.blocks[0].bindings[0].value
+    assert isinstance(if_node.true_branch.blocks[0], E.DataflowBlock)
+    assert if_node.false_branch.blocks[0].bindings[-1].value.op.name == "astype"
+    x = np.array([1.0, 2.0], "float32")
+    np.testing.assert_array_equal(_run(mod, x, np.array(True)).numpy(), (x + x) ** 2)
+    np.testing.assert_array_equal(_run(mod, x, np.array(False)).numpy(), x)
