@@ -2,7 +2,11 @@
 
 Builds an executable by hand whose ``main`` runs N ``add`` kernel calls
 (ping-ponging between two preallocated one-element tensors), and times it
-next to calling ``np.add(a, b, out=c)`` directly in a Python loop, in one run.
+next to calling ``np.add(a, b, out=c)`` directly in a Python loop, in one run
+(the floor: no allocation, no kill). Then the same chain written in TVMScript
+and built by ``hetvm.build`` -- what a user's program costs -- unfused (FuseOps
+off: alloc, kernel and kill per op) and as FuseOps groups it, next to a Python
+loop of ``np.add`` (allocating) and of ``np.add(out=)``, interleaved.
 Prints figures only; speed is never asserted in tests.
 
     python benchmarks/vm_dispatch.py [N] [repeats]
@@ -71,6 +75,63 @@ def main(argv: list[str]) -> None:
     print(f"  VM          : {vm_us:.3f} us/op")
     print(f"  direct NumPy: {np_us:.3f} us/op  (np.add(a, b, out=c) in a loop)")
     print(f"  ratio VM/NumPy: {vm_us / np_us:.2f}  (target <= 1.5)")
+    bench_built(n, repeats)
+
+
+def tvmscript_chain(n: int) -> str:
+    """TVMScript of ``main(x, one)``: ``n`` adds, each reading the previous result."""
+    lines = [
+        "@I.ir_module",
+        "class Module:",
+        "    @R.function",
+        '    def main(x: R.Tensor((1,), "float32"), one: R.Tensor((1,), "float32")) -> R.Tensor((1,), "float32"):',
+        "        v0 = R.add(x, one)",
+    ]
+    lines += [f"        v{i} = R.add(v{i - 1}, one)" for i in range(1, n)]
+    lines.append(f"        return v{n - 1}")
+    return "\n".join(lines) + "\n"
+
+
+def bench_built(n: int, repeats: int) -> None:
+    """The same chain written in TVMScript and built by ``hetvm.build`` (alloc,
+    kernel and kill per op), unfused and as FuseOps groups it, against a Python
+    loop of ``np.add`` (allocating, as the program does) and of ``np.add(out=)``."""
+    from hetvm.script import from_source
+    from hetvm.transform import PassContext
+
+    mod = from_source(tvmscript_chain(n))
+    builds = {}
+    for label, disabled in (("unfused", ["FuseOps"]), ("FuseOps", [])):
+        t0 = time.perf_counter()
+        with PassContext(disabled_pass=disabled):
+            exe = hetvm.build(mod)
+        build_s = time.perf_counter() - t0
+        vm = hetvm.VirtualMachine(exe)
+        builds[label] = (vm, build_s, sum(len(f.instructions) for f in exe.functions.values()))
+    x = np.zeros(1, "float32")
+    one = np.ones(1, "float32")
+    for vm, _, _ in builds.values():
+        assert vm["main"](x, one).numpy()[0] == n
+    times: dict[str, list[float]] = {k: [] for k in (*builds, "np.add", "np.add(out=)")}
+    for _ in range(repeats):  # interleaved: every variant once per round
+        for label, (vm, _, _) in builds.items():
+            t0 = time.perf_counter()
+            vm["main"](x, one)
+            times[label].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        v = np.add(x, one)
+        for _ in range(n - 1):
+            v = np.add(v, one)
+        times["np.add"].append(time.perf_counter() - t0)
+        times["np.add(out=)"].append(bench_direct(n, x, one))
+    base = min(times["np.add"])
+    print(f"\n{n} adds written in TVMScript, built by hetvm.build, best of {repeats}, interleaved")
+    for label, ts in times.items():
+        extra = ""
+        if label in builds:
+            _, build_s, count = builds[label]
+            extra = f"  (build {build_s:.2f} s, {count} instructions)"
+        print(f"  {label:13s}: {min(ts) / n * 1e6:7.3f} us/op  ratio to np.add loop {min(ts) / base:5.2f}{extra}")
 
 
 if __name__ == "__main__":

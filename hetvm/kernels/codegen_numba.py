@@ -48,7 +48,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .fused_program import STEP_OPS, check_broadcast, parse_ref, run_numpy
+from .fused_program import STEP_OPS, NumpyRunner, check_broadcast, parse_ref
 
 __all__ = ["available", "generated_kernel", "covers", "compile_stats", "kernel_source", "PARALLEL_MIN"]
 
@@ -326,7 +326,9 @@ class _Kernel:
             else:
                 plan = self.plans[key] = self.plan(key[0], out.shape)
         if plan is False:
-            run_numpy(np, self.program, inputs, out)
+            if self.fallback is None:
+                self.fallback = NumpyRunner(np, self.program)
+            self.fallback(*args)
             return
         if out.size == 0:
             return
@@ -338,13 +340,19 @@ class _Kernel:
             views.append(a.reshape(s))
         dst = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         flat = dst.reshape(merged)
-        if out.size >= PARALLEL_MIN and _PARALLEL_LOCK.acquire(blocking=False):
-            try:
-                mod.parallel(*views, flat)
-            finally:
-                _PARALLEL_LOCK.release()
-        else:
-            mod.serial(*views, flat)
+        try:
+            if out.size >= PARALLEL_MIN and _PARALLEL_LOCK.acquire(blocking=False):
+                try:
+                    mod.parallel(*views, flat)
+                finally:
+                    _PARALLEL_LOCK.release()
+            else:
+                mod.serial(*views, flat)
+        except _numba.core.errors.NumbaError as err:  # a compiler gap: the NumPy runner is exact
+            log.warning("generated kernel failed to compile (%s); using the NumPy kernels", str(err).splitlines()[0])
+            self.plans[key] = False
+            self(*args)
+            return
         if dst is not out:
             out[...] = dst
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .fused_program import run_numpy
+from .fused_program import NumpyRunner, run_numpy
 from .registry import register_kernel
 
 
@@ -22,10 +22,7 @@ def _specialize(xp: Any, attrs: dict) -> Any:
     if fast is not None:
         return fast
 
-    def run(*args: Any) -> None:
-        run_numpy(xp, program, args[:-1], args[-1])
-
-    return run
+    return NumpyRunner(xp, program)
 
 
 @register_kernel("fused_elementwise", specialize=_specialize)

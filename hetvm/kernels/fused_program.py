@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["STEP_OPS", "DTYPES", "ProgramError", "validate", "run_numpy", "step_attrs", "parse_ref", "check_broadcast"]
+__all__ = ["STEP_OPS", "DTYPES", "ProgramError", "validate", "run_numpy", "step_attrs", "parse_ref", "check_broadcast", "NumpyRunner"]
 
 # op -> (refs, params, rule); rules: "same" (operands share a dtype, result is
 # it), "bool" (operands share a dtype, result bool), "float" (same, floats only),
@@ -152,6 +152,61 @@ def check_broadcast(inputs: Sequence[Any], out: Any) -> None:
             f"fused_elementwise: inputs of shapes {', '.join(map(str, shapes))} could not be broadcast "
             f"to the output's shape {tuple(out.shape)}"
         )
+
+
+class NumpyRunner:
+    """``run_numpy`` with the work done once: each step's kernel bound (a bare
+    ufunc for the binary ops) at construction, each step's shape per distinct
+    set of input shapes at its first call. A long chain then costs one
+    allocation and one kernel call per step, less than the unfused ops (which
+    also allocate, and are killed, through the VM)."""
+
+    def __init__(self, xp: Any, program: Sequence[Sequence[Any]]) -> None:
+        from .registry import bind_kernel
+
+        self.xp = xp
+        self.program = program
+        self.steps: list[tuple[Any, tuple[tuple[bool, int], ...], str, Any]] = []
+        for step in program:
+            op, dtype = step[0], step[1]
+            n_refs = STEP_OPS[op][0]
+            refs = tuple((r[0] == "x", int(r[1:])) for r in step[2 : 2 + n_refs])
+            params = step[2 + n_refs :]
+            if op == "const":
+                self.steps.append((None, refs, dtype, xp.asarray(params[0], dtype=dtype)))
+            else:
+                self.steps.append((bind_kernel(op, "cpu", xp, step_attrs(op, dtype, params)), refs, dtype, None))
+        self.shapes: dict[tuple, list[tuple[int, ...]]] = {}
+
+    def _shapes(self, inputs: Sequence[Any], out: Any) -> list[tuple[int, ...]]:
+        check_broadcast(inputs, out)
+        shapes: list[tuple[int, ...]] = []
+        for _, refs, _, value in self.steps:
+            if value is not None:
+                shapes.append(())
+                continue
+            shapes.append(np.broadcast_shapes(*(tuple(inputs[i].shape) if is_in else shapes[i] for is_in, i in refs)))
+        return shapes
+
+    def __call__(self, *args: Any) -> None:
+        out = args[-1]
+        inputs = args[:-1]
+        key = tuple(a.shape for a in inputs)
+        shapes = self.shapes.get(key)
+        if shapes is None or tuple(out.shape) != shapes[-1]:
+            shapes = self.shapes[key] = self._shapes(inputs, out)
+        empty = self.xp.empty
+        values: list[Any] = []
+        last = len(self.steps) - 1
+        for k, (kernel, refs, dtype, value) in enumerate(self.steps):
+            if value is not None:
+                values.append(value)
+                continue
+            dst = out if k == last else empty(shapes[k], dtype=dtype)
+            kernel(*[inputs[i] if is_in else values[i] for is_in, i in refs], dst)
+            values.append(dst)
+        if values[-1] is not out:  # the last step is a constant
+            out[...] = values[-1]
 
 
 def run_numpy(xp: Any, program: Sequence[Sequence[Any]], inputs: Sequence[Any], out: Any) -> None:

@@ -9,6 +9,8 @@ from hetvm.kernels import codegen_numba as cg
 from hetvm.kernels.fused_program import run_numpy
 
 pytest.importorskip("numba")
+# compiling ~25 kernels takes 10-20 s: the slow suite (CI installs Numba for it)
+pytestmark = pytest.mark.slow
 
 F32, F64 = "float32", "float64"
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e30, 88.0, -104.0]
@@ -164,6 +166,22 @@ def test_the_source_is_generated_from_the_table_only():
                            1, 1, [[False]])  # fmt: skip
     assert "np.float32(0.25)" in src and "np.float32(-1.0)" in src
     assert "def serial(a0, out):" in src and "numba.prange" in src
+
+
+def test_a_compiler_failure_falls_back_to_the_numpy_runner(monkeypatch):
+    k = _kernel([("add", F32, "x0", "x1"), ("nn.silu", F32, "t0")])
+
+    class Broken:
+        def serial(self, *args):
+            raise cg._numba.core.errors.TypingError("injected")
+
+        parallel = serial
+
+    monkeypatch.setattr(k, "plan", lambda shapes, out_shape: ((2,), [(2,), (2,)], Broken()))
+    x = np.array([1.0, -2.0], F32)
+    got = np.empty(2, F32)
+    k(x, x, got)
+    np.testing.assert_allclose(got, 2 * x / (1 + np.exp(-2 * x)), rtol=1e-6)
 
 
 def test_a_build_compiles_its_kernels_and_says_how_long():
