@@ -6,12 +6,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from .fused_program import NumpyRunner, run_numpy
+from ..errors import HetvmRuntimeError
+from .fused_program import NumpyRunner, ProgramError, parse_ref, run_numpy, validate
 from .registry import register_kernel
 
 
 def _program(attrs: dict) -> tuple:
-    return tuple(tuple(step) for step in attrs["program"])
+    """The attrs' program checked (a loaded executable may be damaged) as tuples."""
+    raw = attrs.get("program")
+    n_inputs = 0
+    if isinstance(raw, (list, tuple)):
+        for step in raw:
+            for field in step if isinstance(step, (list, tuple)) else ():
+                ref = parse_ref(field)
+                if ref is not None and ref[0] == "x":
+                    n_inputs = max(n_inputs, ref[1] + 1)
+    try:
+        validate(raw, [None] * n_inputs)
+    except ProgramError as err:
+        raise HetvmRuntimeError(f"kernel 'fused_elementwise': bad program: {err}") from None
+    return tuple(tuple(step) for step in raw)  # type: ignore[union-attr]
 
 
 def _specialize(xp: Any, attrs: dict) -> Any:
@@ -21,7 +35,6 @@ def _specialize(xp: Any, attrs: dict) -> Any:
     fast = generated_kernel(xp, program)
     if fast is not None:
         return fast
-
     return NumpyRunner(xp, program)
 
 

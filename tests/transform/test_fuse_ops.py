@@ -251,3 +251,15 @@ def test_a_long_chain_becomes_groups_of_bounded_size():
     assert _ops(out) == ["fused_elementwise"] * 3
     assert [len(p) - 1 for p in _programs(out)] == [MAX_GROUP, MAX_GROUP, 3]  # ops, plus one const each
     np.testing.assert_allclose(_compare(mod, np.zeros(3, F32)), np.full(3, 2 * MAX_GROUP + 3, F32))
+
+
+@pytest.mark.parametrize(
+    "program",
+    [[("add", F32, "", "x1")], [("exp", F32, "x0"), ("nope", F32, "t0")], "add", [("const", F32, "1")],
+     [("exp", "float99", "x0")]],
+)
+def test_a_damaged_program_in_an_executable_is_refused_at_load(program):
+    from hetvm.kernels import bind_kernel
+
+    with pytest.raises(hetvm.HetvmError, match="fused_elementwise"):
+        bind_kernel("fused_elementwise", "cpu", np, {"program": program})
