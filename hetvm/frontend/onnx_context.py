@@ -29,9 +29,15 @@ from ..ir.span import Span
 from .fold import SymArray
 from .onnx_types import ident
 
-__all__ = ["NodeView", "ConvertContext", "Value"]
+__all__ = ["NodeView", "ConvertContext", "NeedsControlFlow", "Value"]
 
 Value = Any  # np.ndarray | SymArray | E.Expr
+
+
+class NeedsControlFlow(Exception):
+    """Raised by a converter that must emit control flow (an If) while the importer
+    builds a dataflow block, which cannot hold it; the importer starts again
+    without one. Not an error the user sees."""
 
 
 @dataclass
@@ -77,6 +83,9 @@ class ConvertContext:
     names: NameTable = field(default_factory=NameTable)
     #: the model's label (file name or '<model>') for the spans of emitted values
     source: str = "<model>"
+    #: walks a subgraph (GraphProto, owner node name) into the current scope and
+    #: returns its output values; set by the importer
+    subgraph: Callable[[Any, str], list[Any]] | None = None
     _param_of: dict[str, E.Var] = field(default_factory=dict)
 
     # -- errors and ops ---------------------------------------------------

@@ -28,6 +28,7 @@ Result conventions (documented in docs/onnx.md):
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Mapping, Sequence
 
@@ -39,7 +40,7 @@ from ..ir import prim as P
 from ..ir.block_builder import BlockBuilder
 from ..ir.module import IRModule
 from .fold import SymArray, fold_node, is_known
-from .onnx_context import ConvertContext, NodeView
+from .onnx_context import ConvertContext, NeedsControlFlow, NodeView
 from .onnx_external import load_external_data
 from .onnx_ops import FOLD_ONLY, is_supported, lookup
 from .onnx_types import ident, input_struct_info, parse_attrs
@@ -111,16 +112,47 @@ def _node_name(node: Any, index: int) -> str:
 
 
 def unsupported_ops(model: Any, opset: int | None = None) -> list[tuple[str, int]]:
-    """Every (op type, opset) in ``model`` without a converter, sorted, each once."""
+    """Every (op type, opset) in ``model`` without a converter, sorted, each once;
+    nodes inside subgraphs (an ``If``'s branches) are looked at too."""
+    return sorted(_unsupported_where(model, opset))
+
+
+def _unsupported_where(model: Any, opset: int | None) -> dict[tuple[str, int], set[str]]:
+    """(op type, opset) -> the nodes whose subgraphs hold it ('' for the main graph)."""
     version = _default_opset(model, opset)
     domains = {imp.domain: int(imp.version) for imp in model.opset_import}
-    missing: set[tuple[str, int]] = set()
-    for node in model.graph.node:
-        if node.domain not in _DEFAULT_DOMAINS:
-            missing.add((f"{node.domain}.{node.op_type}", domains.get(node.domain, 1)))
-        elif not is_supported(node.op_type, version):
-            missing.add((node.op_type, version))
-    return sorted(missing)
+    missing: dict[tuple[str, int], set[str]] = {}
+
+    def walk(graph: Any, owner: str) -> None:
+        for index, node in enumerate(graph.node):
+            key = None
+            if node.domain not in _DEFAULT_DOMAINS:
+                key = (f"{node.domain}.{node.op_type}", domains.get(node.domain, 1))
+            elif not is_supported(node.op_type, version):
+                key = (node.op_type, version)
+            if key is not None:
+                missing.setdefault(key, set()).add(owner)
+            for sub in subgraphs(node):
+                walk(sub, f"{node.op_type} node '{_node_name(node, index)}'")
+
+    walk(model.graph, "")
+    return missing
+
+
+def subgraphs(node: Any) -> list[Any]:
+    """The GraphProtos in ``node``'s attributes (an If's branches, a Loop's body)."""
+    out = []
+    for attr in node.attribute:
+        if attr.HasField("g"):
+            out.append(attr.g)
+        out.extend(attr.graphs)
+    return out
+
+
+def _listed(op: str, version: int, owners: set[str]) -> str:
+    inside = sorted(o for o in owners if o)
+    where = f" inside a subgraph of {', '.join(inside)}" if inside else ""
+    return f"{op} (opset {version}){where}"
 
 
 def from_onnx(
@@ -139,11 +171,15 @@ def from_onnx(
     """
     proto, label = load_model(model)
     version = _default_opset(proto, opset)
-    missing = unsupported_ops(proto, opset)
+    missing = _unsupported_where(proto, opset)
     if missing:
-        listed = ", ".join(f"{op} (opset {v})" for op, v in missing)
+        listed = ", ".join(_listed(op, v, missing[op, v]) for op, v in sorted(missing))
         raise FrontendError(f"{label}: {len(missing)} unsupported ONNX operator(s): {listed}")
-    return _GraphImporter(proto, label, version, shape_dict or {}, keep_params_in_input).run()
+    try:
+        return _GraphImporter(proto, label, version, shape_dict or {}, keep_params_in_input).run()
+    except NeedsControlFlow:  # a dataflow block cannot hold an If: import without one
+        return _GraphImporter(proto, label, version, shape_dict or {}, keep_params_in_input,
+                              dataflow=False).run()  # fmt: skip
 
 
 class _GraphImporter:
@@ -156,14 +192,17 @@ class _GraphImporter:
         opset: int,
         shape_dict: Mapping[str, Sequence[Any]],
         keep_params: bool,
+        dataflow: bool = True,
     ) -> None:
         self.model = model
+        self.dataflow = dataflow
         self.graph = model.graph
         self.label = label
         self.opset = opset
         self.shape_dict = dict(shape_dict)
         self.bb = BlockBuilder()
         self.ctx = ConvertContext(self.bb, keep_params=keep_params, source=label)
+        self.ctx.subgraph = self._subgraph
         self.values: dict[str, Any] = {}
         self.sym_vars: dict[str, P.PrimVar] = {}
 
@@ -178,7 +217,7 @@ class _GraphImporter:
         # graph outputs keep their ONNX names; the values computing them get variants
         self.output_names = {vi.name: self.ctx.names.unique(ident(vi.name)) for vi in self.graph.output}
         with self.bb.function("main"):
-            with self.bb.dataflow():
+            with self.bb.dataflow() if self.dataflow else contextlib.nullcontext():
                 for index, node in enumerate(self.graph.node):
                     self._node(node, index)
                 output = self._outputs()
@@ -209,8 +248,30 @@ class _GraphImporter:
             params.append(var)
         return params
 
-    def _node(self, node: Any, index: int) -> None:
-        name = _node_name(node, index)
+    def _subgraph(self, graph: Any, owner: str) -> list[Any]:
+        """Walks ``graph`` (a branch of node ``owner``) into the current scope and
+        returns its output values. It reads the enclosing graph's values; what it
+        defines is visible only inside it."""
+        from onnx import numpy_helper
+
+        outer, node = self.values, self.ctx.node
+        self.values = dict(outer)
+        try:
+            for init in graph.initializer:
+                self.values[init.name] = numpy_helper.to_array(init)
+            for index, inner in enumerate(graph.node):
+                self._node(inner, index, prefix=f"{owner}/{graph.name or 'subgraph'}/")
+            outputs = []
+            for vi in graph.output:
+                if vi.name not in self.values:
+                    raise FrontendError(f"{self.label}: subgraph output '{vi.name}' of node '{owner}' is never produced")
+                outputs.append(self.values[vi.name])
+            return outputs
+        finally:
+            self.values, self.ctx.node = outer, node
+
+    def _node(self, node: Any, index: int, prefix: str = "") -> None:
+        name = node.name or prefix + _node_name(node, index)
         if node.domain not in _DEFAULT_DOMAINS:  # pragma: no cover - rejected before
             raise FrontendError(f"{self.label}: node '{name}' is in unsupported domain '{node.domain}'")
         inputs = []
@@ -229,7 +290,8 @@ class _GraphImporter:
                         list(node.output), attrs, node)  # fmt: skip
         self.ctx.node = view
         try:
-            outputs = self._fold(view) if all(v is None or is_known(v) for v in inputs) else None
+            foldable = not subgraphs(node) and all(v is None or is_known(v) for v in inputs)
+            outputs = self._fold(view) if foldable else None
             if outputs is None:
                 outputs = self._convert(view)
         except FrontendError as err:
@@ -286,6 +348,8 @@ class _GraphImporter:
                 value = self.ctx.tensor(value)
             exprs.append(value)
         node_of = self.ctx.node_of
+        if not self.dataflow:
+            return self._plain_outputs(exprs)
         if len(exprs) == 1:
             out = self.bb.emit_output(exprs[0], self.output_names[self.graph.output[0].name])
             if isinstance(exprs[0], E.Var) and exprs[0].name_hint in node_of:
@@ -301,3 +365,17 @@ class _GraphImporter:
                 node_of[var.name_hint] = node_of[expr.name_hint]
             outs.append(var)
         return E.Tuple(tuple(outs))
+
+    def _plain_outputs(self, exprs: list[E.Expr]) -> E.Expr:
+        """The result without a dataflow block (the graph holds an If)."""
+        graph_inputs = {vi.name for vi in self.graph.input}
+        outs = []
+        for vi, expr in zip(self.graph.output, exprs):
+            if vi.name in graph_inputs:
+                outs.append(expr)  # a graph input returned as it is
+                continue
+            var = self.bb.emit(expr, self.output_names[vi.name])
+            if isinstance(expr, E.Var) and expr.name_hint in self.ctx.node_of:
+                self.ctx.node_of[var.name_hint] = self.ctx.node_of[expr.name_hint]
+            outs.append(var)
+        return outs[0] if len(outs) == 1 else E.Tuple(tuple(outs))

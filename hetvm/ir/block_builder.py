@@ -115,6 +115,11 @@ class BlockBuilder:
             self._close_frame()
             self._frames.append(_Frame(is_dataflow=False))
 
+    @property
+    def in_dataflow(self) -> bool:
+        """True while emitting into a dataflow block (which cannot hold an If)."""
+        return bool(self._frames) and self._frames[-1].is_dataflow
+
     def begin_scope(self) -> None:
         """Starts a nested scope (an If branch); pair with :meth:`end_scope`."""
         self._frames.append(_Frame(is_dataflow=False))
