@@ -148,11 +148,17 @@ def _attribute_like(proto: Any, names: set[str]) -> set[str]:
     """Those of ``names`` that some node reads as an attribute-like input: at
     an index past the first (axes, pads, shape, repeats, k...), or any input of
     ConstantOfShape/Range; the others are more likely data."""
+    from .frontend.onnx_importer import subgraphs
+
     out = set()
-    for node in proto.graph.node:
-        for i, name in enumerate(node.input):
-            if name in names and (i > 0 or node.op_type in _SHAPE_FIRST_OPS):
-                out.add(name)
+    graphs = [proto.graph]
+    while graphs:  # subgraphs (an If's branches) read the graph's inputs too
+        graph = graphs.pop()
+        for node in graph.node:
+            for i, name in enumerate(node.input):
+                if name in names and (i > 0 or node.op_type in _SHAPE_FIRST_OPS):
+                    out.add(name)
+            graphs.extend(subgraphs(node))
     return out
 
 

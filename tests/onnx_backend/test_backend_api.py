@@ -163,3 +163,24 @@ def test_a_shape_read_from_an_input_at_run_time_is_bound_instead():
         (y,) = rep.run([x, np.array(shape)])
         np.testing.assert_array_equal(y, x.reshape(2, 6, 2) if shape[0] == 0 else x.reshape(4, 3, 2))
     assert rep.bound_inputs == ["s"]
+
+
+def test_attribute_like_inputs_are_found_inside_if_branches():
+    """``axis`` is read as CumSum's axis only inside a branch: it is bound, while the
+    condition and the data stay run-time inputs (the If is decided when it runs)."""
+    i32 = TensorProto.INT32
+    then = helper.make_graph([helper.make_node("CumSum", ["x", "axis"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", i32, None)])  # fmt: skip
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", i32, None)])  # fmt: skip
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                            helper.make_tensor_value_info("x", i32, [2, 3]),
+                                            helper.make_tensor_value_info("axis", i32, [])],
+                              [helper.make_tensor_value_info("y", i32, [2, 3])])  # fmt: skip
+    rep = HetvmBackend.prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]))
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    for cond, axis in ((True, 0), (True, 1), (False, 1)):
+        (y,) = rep.run([np.array(cond), x, np.array(axis, np.int32)])
+        np.testing.assert_array_equal(y, np.cumsum(x, axis=axis) if cond else -x)
+    assert rep.bound_inputs == ["axis"]
