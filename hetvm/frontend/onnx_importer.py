@@ -152,6 +152,8 @@ def subgraphs(node: Any) -> list[Any]:
 def _listed(op: str, version: int, owners: set[str]) -> str:
     inside = sorted(o for o in owners if o)
     where = f" inside a subgraph of {', '.join(inside)}" if inside else ""
+    if inside and "" in owners:
+        where = f" (also{where})"
     return f"{op} (opset {version}){where}"
 
 
