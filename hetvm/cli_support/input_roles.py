@@ -12,6 +12,9 @@ follows each integer or bool parameter forward through ops that keep its values
   ``mask`` in it): the input is a 0/1 *mask*.
 
 It reads only the IR, so it works for ONNX models and TVMScript alike.
+:func:`broadcast_pairs` finds symbolic dims the program broadcasts against each
+other (``max(total, past + seq)`` in a shape): made-up inputs must make them equal,
+as a KV-cached decoder's mask length is the past plus the new tokens.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
 
-__all__ = ["InputRole", "input_roles"]
+__all__ = ["InputRole", "input_roles", "broadcast_pairs"]
 
 # ops whose result holds the values of their first argument (rearranged or cast)
 _VALUE_KEEPING = frozenset({
@@ -123,3 +126,36 @@ def input_roles(func: E.Function, node_of: Mapping[str, tuple[str, str]] | None 
         elif p in masks:
             roles[p.name_hint] = InputRole("mask", masks[p])
     return roles
+
+
+def _max_pairs(e: P.PrimExpr, out: list[tuple[P.PrimExpr, P.PrimExpr]]) -> None:
+    if isinstance(e, P.Max) and P.free_vars(e.a) and P.free_vars(e.b):
+        out.append((e.a, e.b))
+    for child in (getattr(e, "a", None), getattr(e, "b", None)):
+        if isinstance(child, P.PrimExpr):
+            _max_pairs(child, out)
+
+
+def _shapes(sinfo: S.StructInfo | None):
+    if isinstance(sinfo, S.TensorStructInfo) and sinfo.shape is not None:
+        yield from sinfo.shape
+    elif isinstance(sinfo, S.TupleStructInfo):
+        for f in sinfo.fields:
+            yield from _shapes(f)
+
+
+def broadcast_pairs(func: E.Function) -> list[tuple[P.PrimExpr, P.PrimExpr]]:
+    """Pairs of symbolic sizes ``main`` broadcasts together (NumPy's rule makes the
+    result ``max(a, b)`` when neither is provably 1 or equal), each once, in order."""
+    pairs: list[tuple[P.PrimExpr, P.PrimExpr]] = []
+    for b in _bindings(func.body):
+        for dim in _shapes(b.var.struct_info):
+            _max_pairs(dim, pairs)
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for a, c in pairs:
+        key = (P.to_str(a), P.to_str(c))
+        if key not in seen:
+            seen.add(key)
+            out.append((a, c))
+    return out

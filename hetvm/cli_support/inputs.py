@@ -180,9 +180,11 @@ def choose_dims(
     from_inputs: Mapping[P.PrimVar, int] | None = None,
     dims: Mapping[str, int] | None = None,
     input_sources: Mapping[P.PrimVar, str] | None = None,
+    related: Sequence[tuple[P.PrimExpr, P.PrimExpr]] = (),
 ) -> tuple[dict[P.PrimVar, int], list[str]]:
     """A value for every symbolic dim of ``main``'s parameters, and one line per dim
-    saying where it came from: an ``--input`` array, ``--dim NAME=N``, or a default."""
+    saying where it came from: an ``--input`` array, ``--dim NAME=N``, a size it is
+    broadcast against (``related``, see ``input_roles.broadcast_pairs``), or a default."""
     env = dict(from_inputs or {})
     sources = dict(input_sources or {})
     dims = dict(dims or {})
@@ -192,21 +194,42 @@ def choose_dims(
     if unknown:
         have = ", ".join(f"'{n}'" for n in by_name) or "none"
         raise InputError(f"--dim {unknown[0]}: the model has no such symbolic dim (its dims: {have})")
-    notes: list[str] = []
+    why: dict[P.PrimVar, str] = {}
     for var in variables:
         if var in env:
             if var.name in dims and dims[var.name] != env[var]:
                 raise InputError(
                     f"--dim {var.name}={dims[var.name]}: {sources.get(var, 'an --input')} makes it {env[var]}"
                 )
-            notes.append(f"dim '{var.name}' = {env[var]} (from {sources.get(var, 'an --input')})")
+            why[var] = f"from {sources.get(var, 'an --input')}"
         elif var.name in dims:
             env[var] = dims[var.name]
-            notes.append(f"dim '{var.name}' = {env[var]} (--dim {var.name}={env[var]})")
-        else:
-            env[var], why = _default_dim(var, params)
-            notes.append(f"dim '{var.name}' = {env[var]} ({why}; set with --dim {var.name}=N)")
-    return env, notes
+            why[var] = f"--dim {var.name}={env[var]}"
+    # a dim broadcast against a size of dims already chosen takes that size
+    equal_to = [(a, b) for a, b in related if isinstance(a, P.PrimVar)]
+    equal_to += [(b, a) for a, b in related if isinstance(b, P.PrimVar)]
+    pending = [v for v in variables if v not in env]
+
+    def derive() -> bool:
+        for var in pending:
+            for lhs, rhs in equal_to:
+                if lhs is var and var not in P.free_vars(rhs) and all(v in env for v in P.free_vars(rhs)):
+                    env[var] = P.evaluate(rhs, env)
+                    why[var] = (f"equal to {P.to_str(rhs)}, which it is broadcast against; "
+                                f"set with --dim {var.name}=N")  # fmt: skip
+                    pending.remove(var)
+                    return True
+        return False
+
+    while pending:
+        if derive():
+            continue
+        derivable = {lhs for lhs, _ in equal_to}
+        var = next((v for v in pending if v not in derivable), pending[0])
+        env[var], reason = _default_dim(var, params)
+        why[var] = f"{reason}; set with --dim {var.name}=N"
+        pending.remove(var)
+    return env, [f"dim '{v.name}' = {env[v]} ({why[v]})" for v in variables]
 
 
 def _mask(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:

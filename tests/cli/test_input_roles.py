@@ -65,3 +65,26 @@ def test_default_dims_name_their_reason():
 
 def test_shape_accepts_x_and_commas():
     assert parse_shapes(["a=1x128", "b=2,3", "c=batchx8"]) == {"a": [1, 128], "b": [2, 3], "c": ["batch", 8]}
+
+
+def test_a_dim_broadcast_against_others_is_chosen_equal_to_them():
+    """A KV-cached decoder: the mask's length is the past plus the new tokens."""
+    from hetvm.cli_support.input_roles import broadcast_pairs
+
+    b, s, past, total = (P.PrimVar(n) for n in ("batch", "seq", "past", "total"))
+    x = Var("x", struct_info=TensorStructInfo((b, s, 4), "float32"))
+    cache = Var("cache", struct_info=TensorStructInfo((b, past, 4), "float32"))
+    mask = Var("mask", struct_info=TensorStructInfo((b, total), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x, cache, mask]):
+        kv = bb.emit(R.concat((cache, x), axis=1))
+        summed = bb.emit(R.sum(kv, axis=[2]))
+        bb.emit_func_output(bb.emit(R.add(summed, mask)))
+    func = bb.get()["main"]
+    pairs = broadcast_pairs(func)
+    assert [(P.to_str(a), P.to_str(c)) for a, c in pairs] == [("total", "past + seq")]
+    env, notes = choose_dims(func.params, related=pairs)
+    assert env[total] == env[past] + env[s] == 16
+    assert "dim 'total' = 16 (equal to past + seq, which it is broadcast against; set with --dim total=N)" in notes
+    env, _ = choose_dims(func.params, dims={"past": 3, "seq": 2}, related=pairs)
+    assert env[total] == 5
