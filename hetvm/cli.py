@@ -66,7 +66,7 @@ def _compile(mod: Any, setup: Any, executor: str, console, want_explain: bool = 
 
 def _inputs(model: Any, mod: Any, args: argparse.Namespace):
     """``main``'s arguments, notes on the made-up ones, and one line per symbolic dim."""
-    from .cli_support.input_roles import broadcast_pairs, input_roles
+    from .cli_support.input_roles import broadcast_pairs, index_extents, input_roles
     from .cli_support.inputs import (
         choose_dims,
         make_inputs,
@@ -80,7 +80,8 @@ def _inputs(model: Any, mod: Any, args: argparse.Namespace):
     sources: dict = {}
     given, env = read_inputs(files, params, model.input_names, sources)
     env, dim_notes = choose_dims(params, env, parse_dims(getattr(args, "dim", None)), sources,
-                                 related=broadcast_pairs(mod["main"]))  # fmt: skip
+                                 related=broadcast_pairs(mod["main"]),
+                                 extents=index_extents(mod["main"]))  # fmt: skip
     roles = input_roles(mod["main"], mod.attrs.get("onnx_node_of"))
     args_np, notes = make_inputs(params, given, env, seed=getattr(args, "seed", 0), roles=roles)
     return args_np, notes, dim_notes

@@ -15,6 +15,8 @@ It reads only the IR, so it works for ONNX models and TVMScript alike.
 :func:`broadcast_pairs` finds symbolic dims the program broadcasts against each
 other (``max(total, past + seq)`` in a shape): made-up inputs must make them equal,
 as a KV-cached decoder's mask length is the past plus the new tokens.
+:func:`index_extents` finds dims indexed at ``arange(0, n)`` positions (a ``take``
+or ``gather_nd`` of a mask at ``arange(past + seq)``): the dim must be that long.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
 
-__all__ = ["InputRole", "input_roles", "broadcast_pairs"]
+__all__ = ["InputRole", "input_roles", "broadcast_pairs", "index_extents"]
 
 # ops whose result holds the values of their first argument (rearranged or cast)
 _VALUE_KEEPING = frozenset({
@@ -159,3 +161,58 @@ def broadcast_pairs(func: E.Function) -> list[tuple[P.PrimExpr, P.PrimExpr]]:
             seen.add(key)
             out.append((a, c))
     return out
+
+
+_KEEP_RANGE = frozenset({"expand_dims", "reshape", "broadcast_to", "astype", "permute_dims", "squeeze", "flatten"})
+
+
+def _prim_of(expr: E.Expr) -> P.PrimExpr | None:
+    if isinstance(expr, E.PrimValue) and not isinstance(expr.value, P.FloatImm):
+        return expr.value
+    return None
+
+
+def index_extents(func: E.Function) -> list[tuple[P.PrimVar, P.PrimExpr]]:
+    """``(dim, n)`` for a symbolic dim that ``main`` indexes at ``arange(0, n)``
+    positions (through reshapes and broadcasts; for ``gather_nd``, the index tuple's
+    parts concatenated on the last axis): made-up inputs give the dim length ``n``."""
+    last_dim: dict[E.Var, P.PrimExpr] = {}  # values of var lie in [0, bound)
+    parts: dict[E.Var, tuple[P.PrimExpr, ...]] = {}  # per last-axis position (index tuples)
+    out: list[tuple[P.PrimVar, P.PrimExpr]] = []
+
+    def table_dim(data: E.Expr, axis: int) -> P.PrimVar | None:
+        sinfo = data.struct_info
+        if isinstance(sinfo, S.TensorStructInfo) and sinfo.shape is not None and -len(sinfo.shape) <= axis < len(sinfo.shape):
+            dim = sinfo.shape[axis]
+            return dim if isinstance(dim, P.PrimVar) else None
+        return None
+
+    for b in _bindings(func.body):
+        value = b.value
+        if not isinstance(value, E.Call):
+            continue
+        op = _op_name(value)
+        args = value.args
+        if op == "arange" and len(args) == 3:
+            start, end, step = (_prim_of(a) for a in args)
+            if start is not None and end is not None and P.const_value(start) == 0 and P.const_value(step) == 1:
+                last_dim[b.var] = end
+        elif op in _KEEP_RANGE and args and isinstance(args[0], E.Var) and args[0] in last_dim:
+            last_dim[b.var] = last_dim[args[0]]
+        elif op == "concat" and args and isinstance(args[0], E.Tuple):
+            fields = args[0].fields
+            rank = b.var.struct_info.ndim if isinstance(b.var.struct_info, S.TensorStructInfo) else -1
+            axis = int(value.attrs.get("axis", 0) or 0)
+            if rank > 0 and axis % rank == rank - 1 and all(isinstance(f, E.Var) and f in last_dim for f in fields):
+                parts[b.var] = tuple(last_dim[f] for f in fields)  # type: ignore[index]
+        elif op == "take" and len(args) == 2 and isinstance(args[1], E.Var) and args[1] in last_dim:
+            dim = table_dim(args[0], int(value.attrs.get("axis", 0) or 0))
+            if dim is not None:
+                out.append((dim, last_dim[args[1]]))
+        elif op == "gather_nd" and len(args) == 2 and isinstance(args[1], E.Var) and args[1] in parts:
+            if int(value.attrs.get("batch_dims", 0) or 0) == 0:
+                for axis, bound in enumerate(parts[args[1]]):
+                    dim = table_dim(args[0], axis)
+                    if dim is not None:
+                        out.append((dim, bound))
+    return [(d, n) for d, n in out if d not in P.free_vars(n)]

@@ -175,16 +175,53 @@ def _default_dim(var: P.PrimVar, params: Sequence[E.Var]) -> tuple[int, str]:
     return 8, "default"
 
 
+_TERM = re.compile(r"\s*([+-]?)\s*([A-Za-z_][A-Za-z_0-9]*|[0-9]+)\s*")
+
+
+def _sum_named_by(var: P.PrimVar, variables: Sequence[P.PrimVar]) -> P.PrimExpr | None:
+    """The size a dim's name says it has in terms of the other dims: a ``dim_param``
+    spelled as a sum (``past_sequence_length + sequence_length``, as HF Optimum writes
+    a cached decoder's mask), or ``total...`` beside exactly one ``past...`` and one
+    ``...seq...`` dim (the mask of a KV-cached decoder covers the past and the new
+    tokens). None when the name says nothing."""
+    by_name = {v.name: v for v in variables if v is not var}
+    if "+" in var.name or "-" in var.name[1:]:
+        expr: P.PrimExpr = P.IntImm(0)
+        pos = 0
+        while pos < len(var.name):
+            m = _TERM.match(var.name, pos)
+            if m is None or (pos > 0 and not m.group(1)):
+                return None
+            term = m.group(2)
+            value = P.IntImm(int(term)) if term.isdigit() else by_name.get(term)
+            if value is None:
+                return None
+            expr = expr - value if m.group(1) == "-" else expr + value
+            pos = m.end()
+        return expr
+    low = var.name.lower()
+    if "total" not in low:
+        return None
+    past = [v for v in by_name.values() if v.name.lower().startswith("past")]
+    seqs = [v for v in by_name.values()
+            if "seq" in v.name.lower() and not v.name.lower().startswith("past") and "total" not in v.name.lower()]
+    if len(past) == 1 and len(seqs) == 1:
+        return past[0] + seqs[0]
+    return None
+
+
 def choose_dims(
     params: Sequence[E.Var],
     from_inputs: Mapping[P.PrimVar, int] | None = None,
     dims: Mapping[str, int] | None = None,
     input_sources: Mapping[P.PrimVar, str] | None = None,
     related: Sequence[tuple[P.PrimExpr, P.PrimExpr]] = (),
+    extents: Sequence[tuple[P.PrimVar, P.PrimExpr]] = (),
 ) -> tuple[dict[P.PrimVar, int], list[str]]:
     """A value for every symbolic dim of ``main``'s parameters, and one line per dim
     saying where it came from: an ``--input`` array, ``--dim NAME=N``, a size it is
-    broadcast against (``related``, see ``input_roles.broadcast_pairs``), or a default."""
+    broadcast against (``related``, see ``input_roles.broadcast_pairs``), a length it
+    is indexed up to (``extents``, ``input_roles.index_extents``), or a default."""
     env = dict(from_inputs or {})
     sources = dict(input_sources or {})
     dims = dict(dims or {})
@@ -206,7 +243,8 @@ def choose_dims(
             env[var] = dims[var.name]
             why[var] = f"--dim {var.name}={env[var]}"
     # a dim broadcast against a size of dims already chosen takes that size
-    equal_to = [(a, b) for a, b in related if isinstance(a, P.PrimVar)]
+    equal_to = list(extents)
+    equal_to += [(a, b) for a, b in related if isinstance(a, P.PrimVar)]
     equal_to += [(b, a) for a, b in related if isinstance(b, P.PrimVar)]
     pending = [v for v in variables if v not in env]
 
@@ -215,12 +253,21 @@ def choose_dims(
             for lhs, rhs in equal_to:
                 if lhs is var and var not in P.free_vars(rhs) and all(v in env for v in P.free_vars(rhs)):
                     env[var] = P.evaluate(rhs, env)
-                    why[var] = (f"equal to {P.to_str(rhs)}, which it is broadcast against; "
-                                f"set with --dim {var.name}=N")  # fmt: skip
+                    if (lhs, rhs) in extents:
+                        how = "the positions it is indexed at"
+                    elif (lhs, rhs) in related or (rhs, lhs) in related:
+                        how = "which it is broadcast against"
+                    else:
+                        how = "as its name says"
+                    why[var] = f"equal to {P.to_str(rhs)}, {how}; set with --dim {var.name}=N"
                     pending.remove(var)
                     return True
         return False
 
+    for var in variables:  # a mask length spelled or named as past + sequence
+        rhs = _sum_named_by(var, variables)
+        if rhs is not None:
+            equal_to.append((var, rhs))
     while pending:
         if derive():
             continue

@@ -88,3 +88,40 @@ def test_a_dim_broadcast_against_others_is_chosen_equal_to_them():
     assert "dim 'total' = 16 (equal to past + seq, which it is broadcast against; set with --dim total=N)" in notes
     env, _ = choose_dims(func.params, dims={"past": 3, "seq": 2}, related=pairs)
     assert env[total] == 5
+
+
+def test_a_dim_indexed_at_arange_positions_is_chosen_that_long():
+    """The dynamo export of a cached decoder reads its mask at arange(past + seq)."""
+    from hetvm.cli_support.input_roles import index_extents
+
+    b, s, past, t = (P.PrimVar(n) for n in ("batch", "seq", "past", "s22"))
+    mask = Var("mask", struct_info=TensorStructInfo((b, t), "float32"))
+    x = Var("x", struct_info=TensorStructInfo((b, s), "float32"))
+    cache = Var("cache", struct_info=TensorStructInfo((b, past), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x, cache, mask]):
+        pos = bb.emit(R.arange(0, past + s, 1, dtype="int64"))
+        picked = bb.emit(R.take(mask, bb.emit(R.expand_dims(pos, axis=[0])), axis=1))
+        bb.emit_func_output(picked)
+    func = bb.get()["main"]
+    extents = index_extents(func)
+    assert [(d.name, P.to_str(n)) for d, n in extents] == [("s22", "past + seq")]
+    env, notes = choose_dims(func.params, dims={"past": 4, "seq": 1}, extents=extents)
+    assert env[t] == 5
+    assert "dim 's22' = 5 (equal to past + seq, the positions it is indexed at; set with --dim s22=N)" in notes
+
+
+def test_a_dim_named_as_a_sum_or_total_is_the_past_plus_the_sequence():
+    def params(*names):
+        dims = [P.PrimVar(n) for n in names]
+        return [Var(f"p{i}", struct_info=TensorStructInfo((d,), "float32")) for i, d in enumerate(dims)], dims
+
+    ps, (seq, past, total) = params("seq", "past", "total")
+    env, notes = choose_dims(ps, dims={"seq": 3, "past": 6})
+    assert env[total] == 9 and "dim 'total' = 9 (equal to past + seq, as its name says" in notes[2]
+    ps, (a, b, summed) = params("sequence_length", "past_sequence_length", "past_sequence_length + sequence_length")
+    env, _ = choose_dims(ps, dims={"sequence_length": 2, "past_sequence_length": 5})
+    assert env[summed] == 7
+    ps, dims = params("total", "t2")  # nothing to add up: a default
+    env, _ = choose_dims(ps)
+    assert env[dims[0]] == env[dims[1]] == 8
