@@ -95,15 +95,25 @@ def _npy(array: np.ndarray) -> bytes:
     import io
 
     buf = io.BytesIO()
-    np.save(buf, array, allow_pickle=True)
+    np.save(buf, array, allow_pickle=False)
     return buf.getvalue()
+
+
+def _object_npy() -> bytes:
+    """A .npy whose header declares dtype object, written by hand (no pickle anywhere)."""
+    import io
+
+    buf = io.BytesIO()
+    header = {"descr": "|O", "fortran_order": False, "shape": (1,)}
+    np.lib.format.write_array_header_1_0(buf, header)
+    return buf.getvalue() + b"\x00" * 16
 
 
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
         (b"just some text\n", "not a .npy file (it does not start with NumPy's magic string)"),
-        (_npy(np.array([{"a": 1}], dtype=object)), "holds Python objects (dtype object)"),
+        (_object_npy(), "holds Python objects (dtype object)"),
         (_npy(np.ones((2, 3, 32, 32), np.float32))[:200], "truncated: the header says (2, 3, 32, 32) float32"),
         (_npy(np.ones(3))[:30], "damaged .npy header"),
         (b"PK\x03\x04" + b"\x00" * 40, "is a .npz archive"),
