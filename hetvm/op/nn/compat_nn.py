@@ -21,7 +21,7 @@ from ..base import (
     register_op,
     tensor_arg,
 )
-from .layout import arrange, check_layout, pick, window_out
+from .conv import infer_conv
 
 __all__ = ["conv1d", "rms_norm", "group_norm"]
 
@@ -29,37 +29,7 @@ CONV1D_ATTRS = ("strides", "padding", "dilation", "groups", "data_layout", "kern
 
 
 def _infer_conv1d(call: E.Call) -> S.StructInfo:
-    op = "nn.conv1d"
-    data = tensor_arg(call, 0, "data")
-    weight = tensor_arg(call, 1, "weight")
-    at = call.attrs
-    dl = check_layout(op, "data_layout", at["data_layout"], "NCW")
-    kl = check_layout(op, "kernel_layout", at["kernel_layout"], "OIW")
-    ol = check_layout(op, "out_layout", at["out_layout"] or dl, "NCW")
-    dtype = at["out_dtype"]
-    if dtype is None:
-        if data.dtype is not None and weight.dtype is not None and data.dtype != weight.dtype:
-            raise fail(op, f"data is {data.dtype} but weight is {weight.dtype}; set out_dtype")
-        dtype = data.dtype or weight.dtype
-    vdev = common_vdevice([data, weight])
-    for name, s in (("data", data), ("weight", weight)):
-        if s.ndim not in (-1, 3):
-            raise fail(op, f"{name} must be 3-D, got {S.describe(s)}")
-    if data.shape is None or weight.shape is None:
-        return S.TensorStructInfo(None, dtype, 3, vdev)
-    n, c, w = pick(data.shape, dl, "NCW")
-    o, i, kw = pick(weight.shape, kl, "OIW")
-    groups = at["groups"]
-    if groups <= 0:
-        raise fail(op, f"groups must be positive, got {groups}")
-    if dims_conflict(c, P.mul(i, groups)):
-        raise fail(op, f"data channels {P.to_str(c)} must equal weight in-channels x groups = {P.to_str(i)} x {groups}")
-    oc = P.const_value(o)
-    if oc is not None and oc % groups:
-        raise fail(op, f"weight out-channels {oc} are not divisible by groups {groups}")
-    (pl, pr), (s,), (d,) = at["padding"], at["strides"], at["dilation"]
-    ow = window_out(op, "width", w, pl, pr, kw, s, d)
-    return S.TensorStructInfo(arrange({"N": n, "C": o, "W": ow}, ol), dtype, vdevice=vdev)
+    return infer_conv(call, "NCW", "OIW")
 
 
 def _norm_params(op: str, call: E.Call, data: S.TensorStructInfo, names: Sequence[str], shape: Any) -> list:

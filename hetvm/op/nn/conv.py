@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ...ir import expr as E
@@ -34,44 +35,77 @@ ATTRS = (
 )
 
 
-def _infer_conv2d(call: E.Call) -> S.StructInfo:
+@dataclass(frozen=True)
+class ConvOperands:
+    """What every convolution's struct-info rule reads first: both operands,
+    the three layouts checked against the canonical letters, the result dtype
+    and the common vdevice."""
+
+    data: S.TensorStructInfo
+    weight: S.TensorStructInfo
+    data_layout: str
+    kernel_layout: str
+    out_layout: str
+    dtype: str | None
+    vdevice: Any
+
+
+def conv_operands(op: str, call: E.Call, data_letters: str, kernel_letters: str) -> ConvOperands:
+    """Check and collect the operands of a convolution-like call (``nn.conv1d``,
+    ``nn.conv2d`` and the transposed ones); errors name ``op``."""
     data = tensor_arg(call, 0, "data")
     weight = tensor_arg(call, 1, "weight")
     at = call.attrs
-    dl = check_layout(OP, "data_layout", at["data_layout"], "NCHW")
-    kl = check_layout(OP, "kernel_layout", at["kernel_layout"], "OIHW")
-    ol = check_layout(OP, "out_layout", at["out_layout"] or dl, "NCHW")
+    dl = check_layout(op, "data_layout", at["data_layout"], data_letters)
+    kl = check_layout(op, "kernel_layout", at["kernel_layout"], kernel_letters)
+    ol = check_layout(op, "out_layout", at["out_layout"] or dl, data_letters)
     dtype = at["out_dtype"]
     if dtype is None:
         if data.dtype is not None and weight.dtype is not None and data.dtype != weight.dtype:
-            raise fail(OP, f"data is {data.dtype} but weight is {weight.dtype}; set out_dtype")
+            raise fail(op, f"data is {data.dtype} but weight is {weight.dtype}; set out_dtype")
         dtype = data.dtype or weight.dtype
-    vdev = common_vdevice([data, weight])
     for name, s in (("data", data), ("weight", weight)):
-        if s.ndim not in (-1, 4):
-            raise fail(OP, f"{name} must be 4-D, got {S.describe(s)}")
-    if data.shape is None or weight.shape is None:
-        return S.TensorStructInfo(None, dtype, 4, vdev)
-    n, c, h, w = pick(data.shape, dl, "NCHW")
-    o, i, kh, kw = pick(weight.shape, kl, "OIHW")
+        if s.ndim not in (-1, len(data_letters)):
+            raise fail(op, f"{name} must be {len(data_letters)}-D, got {S.describe(s)}")
+    return ConvOperands(data, weight, dl, kl, ol, dtype, common_vdevice([data, weight]))
+
+
+_AXIS_NAMES = {"D": "depth", "H": "height", "W": "width"}
+
+
+def infer_conv(call: E.Call, data_letters: str, kernel_letters: str) -> S.StructInfo:
+    """Struct info of an N-d convolution: data ``N C <spatial>``, weight
+    ``O I <spatial>``, padding all begins then all ends (TVM's order)."""
+    op = call.op.name  # type: ignore[attr-defined]
+    x = conv_operands(op, call, data_letters, kernel_letters)
+    if x.data.shape is None or x.weight.shape is None:
+        return S.TensorStructInfo(None, x.dtype, len(data_letters), x.vdevice)
+    n, c, *sizes = pick(x.data.shape, x.data_layout, data_letters)
+    o, i, *kernel = pick(x.weight.shape, x.kernel_layout, kernel_letters)
+    at = call.attrs
     groups = at["groups"]
     if groups <= 0:
-        raise fail(OP, f"groups must be positive, got {groups}")
+        raise fail(op, f"groups must be positive, got {groups}")
     if dims_conflict(c, P.mul(i, groups)):
         raise fail(
-            OP,
-            f"data channels {P.to_str(c)} (data {format_shape(data.shape)}) must equal weight "
-            f"in-channels x groups = {P.to_str(i)} x {groups} (weight {format_shape(weight.shape)})",
+            op,
+            f"data channels {P.to_str(c)} (data {format_shape(x.data.shape)}) must equal weight "
+            f"in-channels x groups = {P.to_str(i)} x {groups} (weight {format_shape(x.weight.shape)})",
         )
     oc = P.const_value(o)
     if oc is not None and oc % groups:
-        raise fail(OP, f"weight out-channels {oc} are not divisible by groups {groups}")
-    pt, pl, pb, pr = at["padding"]
-    sh, sw = at["strides"]
-    dh, dw = at["dilation"]
-    oh = window_out(OP, "height", h, pt, pb, kh, sh, dh)
-    ow = window_out(OP, "width", w, pl, pr, kw, sw, dw)
-    return S.TensorStructInfo(arrange({"N": n, "C": o, "H": oh, "W": ow}, ol), dtype, vdevice=vdev)
+        raise fail(op, f"weight out-channels {oc} are not divisible by groups {groups}")
+    spatial = data_letters[2:]
+    pad, nd = at["padding"], len(spatial)
+    dims: dict[str, P.PrimExpr] = {"N": n, "C": o}
+    for axis, letter in enumerate(spatial):
+        dims[letter] = window_out(op, _AXIS_NAMES[letter], sizes[axis], pad[axis], pad[axis + nd], kernel[axis],
+                                  at["strides"][axis], at["dilation"][axis])  # fmt: skip
+    return S.TensorStructInfo(arrange(dims, x.out_layout), x.dtype, vdevice=x.vdevice)
+
+
+def _infer_conv2d(call: E.Call) -> S.StructInfo:
+    return infer_conv(call, "NCHW", "OIHW")
 
 
 register_op(OP, _infer_conv2d, num_inputs=2, attr_names=ATTRS, description="2-D convolution")

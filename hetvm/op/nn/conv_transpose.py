@@ -22,15 +22,14 @@ from ...ir import prim as P
 from ...ir import struct_info as S
 from ..attrs import as_int, dtype_str, int_tuple, padding4
 from ..base import (
-    common_vdevice,
     dims_conflict,
     fail,
     format_shape,
     make_call,
     register_op,
-    tensor_arg,
 )
-from .layout import arrange, check_layout, pick
+from .conv import conv_operands
+from .layout import arrange, pick
 
 __all__ = ["conv1d_transpose", "conv2d_transpose", "transpose_out"]
 
@@ -79,24 +78,13 @@ def _infer(call: E.Call) -> S.StructInfo:
     op = call.op.name  # type: ignore[attr-defined]
     spatial, data_letters, kernel_letters = _FORMS[op]
     nd = len(spatial)
-    data = tensor_arg(call, 0, "data")
-    weight = tensor_arg(call, 1, "weight")
     at = call.attrs
-    dl = check_layout(op, "data_layout", at["data_layout"], data_letters)
-    kl = check_layout(op, "kernel_layout", at["kernel_layout"], kernel_letters)
-    ol = check_layout(op, "out_layout", at["out_layout"] or dl, data_letters)
+    x = conv_operands(op, call, data_letters, kernel_letters)
     _check_attrs(op, at)
-    dtype = at["out_dtype"]
-    if dtype is None:
-        if data.dtype is not None and weight.dtype is not None and data.dtype != weight.dtype:
-            raise fail(op, f"data is {data.dtype} but weight is {weight.dtype}; set out_dtype")
-        dtype = data.dtype or weight.dtype
-    vdev = common_vdevice([data, weight])
-    for name, s in (("data", data), ("weight", weight)):
-        if s.ndim not in (-1, nd + 2):
-            raise fail(op, f"{name} must be {nd + 2}-D, got {S.describe(s)}")
+    data, weight, dtype, vdev = x.data, x.weight, x.dtype, x.vdevice
     if data.shape is None or weight.shape is None:
         return S.TensorStructInfo(None, dtype, nd + 2, vdev)
+    dl, kl, ol = x.data_layout, x.kernel_layout, x.out_layout
     n, c, *sizes = pick(data.shape, dl, data_letters)
     i, o, *kernel = pick(weight.shape, kl, kernel_letters)
     groups = at["groups"]
