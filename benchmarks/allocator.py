@@ -21,33 +21,8 @@ import numpy as np
 
 import hetvm
 from hetvm.script.parser import from_source
-
-ELEMENTWISE = """
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor(("n",), "float32")) -> R.Tensor(("n",), "float32"):
-        n = T.int64()
-        with R.dataflow():
-            a = R.exp(x)
-            b = R.tanh(a)
-            R.output(b)
-        return b
-"""
-
-SEQUENCE = """
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor(("n", 16), "float32"), w: R.Tensor((16, 16), "float32")) -> R.Tensor(("n", 16), "float32"):
-        n = T.int64()
-        with R.dataflow():
-            h = R.matmul(x, w)
-            s = R.nn.softmax(h, axis=-1)
-            y = R.add(s, x)
-            R.output(y)
-        return y
-"""
+from hetvm.testing.dynamic_programs import ELEMENTWISE_BY_LENGTH as ELEMENTWISE
+from hetvm.testing.dynamic_programs import SEQUENCE_BLOCK as SEQUENCE
 
 
 def run(source: str, lengths: list[int], width: int | None) -> dict:

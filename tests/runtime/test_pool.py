@@ -11,6 +11,7 @@ import hetvm
 from hetvm.errors import HetvmRuntimeError
 from hetvm.runtime.memory import make_allocator
 from hetvm.runtime.pool import ALIGN, LIMIT_FACTOR, PooledAllocator
+from hetvm.testing.dynamic_programs import ELEMENTWISE_BY_LENGTH
 
 
 def _fill(block, value):
@@ -185,18 +186,7 @@ def test_threads_allocating_and_freeing_keep_the_books():
     assert stats["free_chunks"] == stats["segments"]
 
 
-DYNAMIC = """
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor(("n",), "float32")) -> R.Tensor(("n",), "float32"):
-        n = T.int64()
-        with R.dataflow():
-            a = R.exp(x)
-            b = R.tanh(a)
-            R.output(b)
-        return b
-"""
+DYNAMIC = ELEMENTWISE_BY_LENGTH
 
 
 def test_a_vm_over_many_lengths_holds_at_most_twice_the_largest_peak():
