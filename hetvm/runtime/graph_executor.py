@@ -159,6 +159,10 @@ class GraphExecutor:
     def run(self, **inputs: Any) -> None:
         if inputs:
             self.set_input(**inputs)
+        with np.errstate(all="ignore"):  # IEEE results without warnings, as the VM's
+            self._run_steps()
+
+    def _run_steps(self) -> None:
         for node, step in self._steps:
             try:
                 step()
@@ -210,7 +214,8 @@ class DebugGraphExecutor(GraphExecutor):
         self.dumps: dict[str, list[np.ndarray]] = {}
         for i, (node, step) in enumerate(self._steps):
             t0 = time.perf_counter()
-            step()
+            with np.errstate(all="ignore"):
+                step()
             node_dev = self._node_device(node)
             node_dev.api.synchronize()
             label = f"{i}:{node['op']}:{node.get('binding') or node.get('name')}"

@@ -317,3 +317,38 @@ def test_tuple_inputs_multiple_outputs_and_attrs_on_sim():
     np.testing.assert_array_equal(tail.numpy(), both[:, 2:])
     assert head.device is device("sim", 1)
     np.testing.assert_array_equal(head.copyto(hetvm.cpu(0)).numpy(), both[:, :2])
+
+
+IEEE_EDGES = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")) -> R.Tuple(R.Tensor((2, 3), "float32"), R.Tensor((2, 3), "float32")):
+        with R.dataflow():
+            lg = R.log(x)
+            sm = R.nn.softmax(R.divide(x, x), axis=-1)
+            R.output(lg, sm)
+        return (lg, sm)
+"""
+
+
+def test_kernels_give_ieee_results_without_numpy_warnings():
+    """log(0) is -inf and 0/0 is nan, silently, as in ONNX Runtime: a masked row
+    in a model is not an error, so neither the VM nor the graph executor warns."""
+    import warnings
+
+    from hetvm.graph_executor import create
+    from hetvm.pipeline import build
+    from hetvm.script.parser import from_source
+
+    x = np.array([[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]], "float32")
+    mod = from_source(IEEE_EDGES)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lg, sm = hetvm.VirtualMachine(hetvm.build(mod))["main"](x)
+        graph, lib, _ = build(mod, executor="graph")
+        ge = create(graph, lib)
+        ge.run(x=x)
+    assert lg.numpy()[0, 0] == -np.inf and np.isnan(sm.numpy()).all()
+    np.testing.assert_array_equal(ge.get_output(0).numpy(), lg.numpy())
+    assert np.isnan(ge.get_output(1).numpy()).all()
