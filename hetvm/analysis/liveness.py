@@ -15,7 +15,9 @@ tensors that live only in one branch never overlap ones that live only in
 the other.
 
 A read is of *locations* (:mod:`hetvm.analysis.values`): ``f(t)`` reads
-every location ``t`` may be, ``t[0]`` of a literal tuple only its field's.
+every location ``t`` may be, ``t[0]`` of a literal tuple only its field's;
+a kill of a tuple-typed variable reads none (the VM's Kill of a tuple only
+clears the register: its fields' bytes are untouched).
 What a branch reads from outside it counts as read by the ``If`` too (at the
 ``If``'s position). A location is live, for each variable that may be it,
 from that variable's binding to the variable's last read of it; its
@@ -329,7 +331,11 @@ class _Walker:
                     pos = self.counter
                     self.counter += 1
                     frame.ranges.append((pos, pos))
-                    self.accesses(value, acc)
+                    if _kills_a_tuple_register(value):
+                        # the VM drops the register and touches no field's bytes
+                        acc.append((value.args[0], EMPTY))
+                    else:
+                        self.accesses(value, acc)
                 self.record(pos, acc)
                 free.extend(a for a in acc if a[0] not in defined)
                 if is_kill(value) and isinstance(value.args[0], E.Var):
@@ -368,6 +374,18 @@ class _Walker:
             if owner is not a:
                 self.out._aliases.setdefault(owner, []).append(a)
         return self.out
+
+
+def _kills_a_tuple_register(value: E.Expr) -> bool:
+    """A kill of a tuple-typed variable: it clears a register and releases no
+    bytes (the VM's Kill releases NDArrays and storages only), so it reads the
+    variable but none of its fields' locations; counting it as a read of them
+    would keep a field alive past the point where the planner reused its bytes."""
+    return (
+        is_kill(value)
+        and isinstance(value.args[0], E.Var)  # type: ignore[attr-defined]
+        and isinstance(value.args[0].struct_info, S.TupleStructInfo)  # type: ignore[attr-defined]
+    )
 
 
 def _escaping_objects(v: FunctionValues) -> set[E.Var]:

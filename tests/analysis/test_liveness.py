@@ -102,6 +102,32 @@ def test_reading_one_field_of_a_literal_tuple_reads_that_field_only():
     assert live.kill_point(v["t"]) == 4  # a tuple's register dies after its own last read
 
 
+
+TUPLE_KILLED = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), dtype="float32")) -> R.Tensor((4,), dtype="float32"):
+        R.func_attr({"relax.force_pure": True})
+        a = R.exp(x)
+        b = R.negative(x)
+        t = (a, b)
+        f = t[1]
+        u = R.tanh(f)
+        e = t[0]
+        R.vm.kill_object(t)
+        out = R.add(e, u)
+        return out
+'''
+
+
+def test_killing_a_tuple_register_reads_none_of_its_fields():
+    """The VM's kill of a tuple clears the register and touches no bytes."""
+    live, v = _live(TUPLE_KILLED)
+    assert live.end(_loc(live, v["b"])) == 4  # last read by u (as f); the kill at 6 is not one
+    assert live.end(_loc(live, v["a"])) == 7  # e is a, read by out
+
+
 OUTLIVE = '''
 @I.ir_module
 class Module:
