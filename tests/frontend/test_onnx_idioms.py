@@ -69,6 +69,17 @@ def test_expand_to_where_equal_minus_one_folds_to_the_input_dims(kit):
     _check_at(kit, model, [{"x": np.zeros((n, 4, 8), np.float32)} for n in (1, 3)])
 
 
+def test_expand_to_a_shape_dim_that_is_one_at_run_time_keeps_the_static_dim(kit):
+    """Expand's broadcast is two-way: a (4, 8) tensor expanded to Shape(x) =
+    (1, n) stays (4, 8) wide when n is 1 at run time (and n may only be 1 or 8)."""
+    nodes = [helper.make_node("Shape", ["x"], ["sx"]), helper.make_node("Expand", ["w", "sx"], ["y"])]
+    w = np.arange(32, dtype=np.float32).reshape(4, 8)
+    model = kit.model(nodes, {"x": ("float32", [1, "n"])}, ["y"], {"w": w})
+    ret = from_onnx(model)["main"].ret_struct_info
+    assert [P.const_value(d) for d in ret.shape] == [4, 8]
+    _check_at(kit, model, [{"x": np.zeros((1, n), np.float32)} for n in (1, 8)])
+
+
 def test_equal_of_a_dim_and_a_negative_constant_is_false():
     from hetvm.frontend.fold import decide_equal
 

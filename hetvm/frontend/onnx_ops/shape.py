@@ -207,8 +207,18 @@ def _expand(ctx: ConvertContext, node: NodeView) -> Any:
     n = max(len(shape), len(target))
     a = [P.IntImm(1)] * (n - len(shape)) + list(shape)
     b = [P.IntImm(1)] * (n - len(target)) + list(target)
-    out = [x_d if P.const_value(t_d) == 1 else t_d for x_d, t_d in zip(a, b)]
-    return ctx.call("broadcast_to", x, tuple(out))
+    return ctx.call("broadcast_to", x, tuple(_expanded_dim(x_d, t_d) for x_d, t_d in zip(a, b)))
+
+
+def _expanded_dim(x_d: P.PrimExpr, t_d: P.PrimExpr) -> P.PrimExpr:
+    """One dim of Expand's bidirectional broadcast: a target dim of 1 keeps the
+    input's, and so does a static input dim above 1 (a symbolic target dim must
+    then be 1 or equal to it, and either way the result is the input's: a dim
+    taken from a Shape that is 1 at run time must not shrink the tensor)."""
+    x_value = P.const_value(x_d)
+    if P.const_value(t_d) == 1 or (x_value is not None and x_value > 1 and P.const_value(t_d) is None):
+        return x_d
+    return t_d
 
 
 @converter("ConstantOfShape", since=9)
