@@ -20,6 +20,13 @@ Model (what the VM must match for ``vm.memory_report()`` to equal the plan):
   clears the register;
 * an object whose last reference (register, tuple field) goes away is
   released; a function's registers go away when it returns;
+* the result of a packed function nobody declared (or of a function value)
+  may be any argument the value analysis says it may be
+  (:mod:`hetvm.analysis.values`), or new bytes of the function's own, made
+  outside the VM's allocators (``VMState.global_ref`` wraps a NumPy result on
+  the default allocator): it holds a reference to each such argument, so none
+  is released before the result goes away -- the figure is then an upper bound
+  (``exact`` False) on the devices those arguments' bytes are on;
 * parameters come from the caller and are not counted; calls of module
   functions are simulated inside the caller (their peak is part of it).
 
@@ -41,6 +48,7 @@ from ..ir.module import IRModule
 from ..op.effects import COPY_BUILTIN, Result, op_effects, symbol_effects
 from .liveness import Liveness, analyze_liveness
 from .sizes import SizeBound, declared_upper_bounds, shape_nbytes
+from .values import FunctionValues, analyze_values, flatten
 
 __all__ = ["PeakPrediction", "predict_peak"]
 
@@ -102,6 +110,19 @@ class _TupleObj(_Obj):
             f.refs += 1
 
 
+class _Maybe(_Obj):
+    """A value that may be any of ``candidates`` (or bytes the VM does not count):
+    it keeps each of them alive while it lives."""
+
+    __slots__ = ("candidates",)
+
+    def __init__(self, candidates: list[_Obj]) -> None:
+        super().__init__()
+        self.candidates = candidates
+        for c in candidates:
+            c.refs += 1
+
+
 OPAQUE = _Obj()  # shared stand-in for values that hold no device memory
 OPAQUE.refs = 1 << 60
 
@@ -111,13 +132,18 @@ class _Frame:
         self.regs: dict[int, _Obj] = {}
         self.reg_of: dict[E.Var, Any] = {}  # var -> register id (int) or an object
         self.live: Liveness | None = None  # kills to replay, when the IR has none yet
+        self.name = ""
 
 
 class _Machine:
-    def __init__(self, mod: IRModule, choices: list[bool], derive_kills: bool = False) -> None:
+    def __init__(
+        self, mod: IRModule, choices: list[bool], derive_kills: bool = False, facts: dict | None = None
+    ) -> None:
         self.mod = mod
         self.derive_kills = derive_kills
-        self._liveness: dict[str, Liveness] = {}
+        # per function name: its Liveness or FunctionValues (kept across paths)
+        self._liveness: dict[str, Liveness] = {} if facts is None else facts.setdefault("liveness", {})
+        self._values: dict[str, FunctionValues] = {} if facts is None else facts.setdefault("values", {})
         self.choices = choices
         self.taken: list[bool] = []
         self.in_use: dict[int, int] = {}
@@ -162,6 +188,9 @@ class _Machine:
             if isinstance(obj, _TupleObj):
                 for f in obj.fields:
                     self._decref(f)
+            elif isinstance(obj, _Maybe):
+                for c in obj.candidates:
+                    self._decref(c)
             else:
                 self._release(obj)
 
@@ -200,6 +229,7 @@ class _Machine:
         func = self.mod[name]
         bounds = declared_upper_bounds(func, name)
         frame = _Frame()
+        frame.name = name
         if self.derive_kills:
             if name not in self._liveness:
                 self._liveness[name] = analyze_liveness(func, self.mod, name)
@@ -249,7 +279,10 @@ class _Machine:
             return
         if isinstance(value, E.TupleGetItem):
             tup = self._arg(frame, value.tuple_value)
-            item = tup.fields[value.index] if isinstance(tup, _TupleObj) else OPAQUE
+            if isinstance(tup, _TupleObj):
+                item = tup.fields[value.index]
+            else:  # a field of what may be an argument may be any part of it
+                item = tup if isinstance(tup, _Maybe) else OPAQUE
             self._new_reg(frame, item, var)
             return
         if isinstance(value, E.If):
@@ -316,7 +349,7 @@ class _Machine:
             if effects.result is Result.VIEW:
                 src = args[effects.source] if effects.source < len(args) else OPAQUE
                 view = _Owner(src.block, src.nbytes) if isinstance(src, _Owner) and not src.released else OPAQUE
-                self._new_reg(frame, view, var)
+                self._new_reg(frame, src if isinstance(src, _Maybe) else view, var)
                 return
             if sym == COPY_BUILTIN:
                 dst = args[2] if len(args) > 2 else OPAQUE
@@ -327,6 +360,9 @@ class _Machine:
                     dst = _Owner(block, nbytes)
                 self._new_reg(frame, dst, var)
                 return
+            if effects.result is Result.OPAQUE:
+                self._new_reg(frame, self._may_be_arguments(frame, var, a, args), var)
+                return
             self._new_reg(frame, OPAQUE, var)
             return
         if isinstance(op, E.GlobalVar) and op.name_hint in self.mod:
@@ -335,7 +371,52 @@ class _Machine:
             self._new_reg(frame, out, var)
             self._decref(out)  # the register now holds the caller's reference
             return
-        self._new_reg(frame, OPAQUE, var)
+        # a function value: any argument, or bytes of its own (the value analysis's rule)
+        args = [self._arg(frame, x) for x in a]
+        self._new_reg(frame, self._may_be_arguments(frame, var, a, args), var)
+
+    def _values_of(self, frame: _Frame) -> FunctionValues:
+        if frame.live is not None:
+            return frame.live.values
+        name = frame.name
+        if name not in self._values:
+            self._values[name] = analyze_values(self.mod[name], self.mod, name)
+        return self._values[name]
+
+    def _may_be_arguments(self, frame: _Frame, var: E.Var, exprs: tuple, args: list[_Obj]) -> _Obj:
+        """The result of a call the value analysis says may be some of its
+        arguments: held as a :class:`_Maybe` of those that hold bytes."""
+        values = self._values_of(frame)
+        result = values.of(var)
+        held = [
+            obj
+            for expr, obj in zip(exprs, args)
+            if obj is not OPAQUE and flatten(values.of_expr(expr)) & result
+        ]
+        if not held:
+            return OPAQUE
+        for dev in _devices_held(held):
+            self.exact[dev] = False  # it may keep them alive longer than they live
+        return _Maybe(held)
+
+
+def _devices_held(objs: list[_Obj]) -> set[int]:
+    """Devices of the counted bytes ``objs`` keep alive (through tuples and maybes)."""
+    out: set[int] = set()
+    stack = list(objs)
+    seen: set[int] = set()
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, _Owner) and obj.block is not None and obj.block.nbytes:
+            out.add(obj.block.device)
+        elif isinstance(obj, _TupleObj):
+            stack.extend(obj.fields)
+        elif isinstance(obj, _Maybe):
+            stack.extend(obj.candidates)
+    return out
 
 
 def _const_int(expr: E.Expr) -> int:
@@ -361,8 +442,9 @@ def predict_peak(mod: IRModule, name: str, derive_kills: bool = False) -> PeakPr
     out = PeakPrediction()
     choices: list[bool] = []
     func = mod[name]
+    facts: dict = {}
     while True:
-        machine = _Machine(mod, choices, derive_kills)
+        machine = _Machine(mod, choices, derive_kills, facts)
         try:
             machine.run_function(name, [OPAQUE] * len(func.params))
         except _Unpredictable:

@@ -144,6 +144,22 @@ class FunctionValues:
         """Every location ``var`` may be (flattened)."""
         return flatten(self.points_to.get(var, EMPTY))
 
+    def of_expr(self, expr: E.Expr) -> PointsTo:
+        """What an expression may be: a variable's points-to, a constant's
+        bytes, per field for a literal tuple (an argument, a branch result)."""
+        if isinstance(expr, E.Var):
+            return self.points_to.get(expr, EMPTY)
+        if isinstance(expr, E.Constant):
+            return frozenset((CONST_LOC,))
+        if isinstance(expr, E.Tuple):
+            return tuple(self.of_expr(f) for f in expr.fields)
+        if isinstance(expr, E.TupleGetItem):
+            inner = self.of_expr(expr.tuple_value)
+            if isinstance(inner, tuple):
+                return inner[expr.index] if -len(inner) <= expr.index < len(inner) else flatten(inner)
+            return inner
+        return EMPTY
+
     def escaping(self) -> frozenset:
         """Locations the function's result may reach: they outlive the call."""
         return flatten(self.result)
@@ -210,18 +226,7 @@ class _Analyzer:
 
     # -- expressions --------------------------------------------------------------
     def expr(self, expr: E.Expr) -> PointsTo:
-        if isinstance(expr, E.Var):
-            return self.out.points_to.get(expr, EMPTY)
-        if isinstance(expr, E.Constant):
-            return frozenset((CONST_LOC,))
-        if isinstance(expr, E.Tuple):
-            return tuple(self.expr(f) for f in expr.fields)
-        if isinstance(expr, E.TupleGetItem):
-            inner = self.expr(expr.tuple_value)
-            if isinstance(inner, tuple):
-                return inner[expr.index] if -len(inner) <= expr.index < len(inner) else flatten(inner)
-            return inner
-        return EMPTY
+        return self.out.of_expr(expr)
 
     def new_loc(self, var: E.Var, origin: object) -> frozenset:
         loc = Loc(LocKind.ALLOC, var, origin)
