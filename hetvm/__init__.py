@@ -7,14 +7,18 @@ from .errors import (
     ArtifactError,
     DeviceMismatchError,
     DevicePlanError,
+    DistributedError,
     FrontendError,
     HetvmError,
     HetvmRuntimeError,
+    HostMissingError,
     MemoryPlanError,
     OutOfMemoryError,
     ParseError,
     StructInfoError,
+    TransferTimeoutError,
     WellFormedError,
+    WorkerDiedError,
 )
 
 __version__ = "0.1.0"
@@ -23,14 +27,18 @@ __all__ = [
     "ArtifactError",
     "DeviceMismatchError",
     "DevicePlanError",
+    "DistributedError",
     "FrontendError",
     "HetvmError",
     "HetvmRuntimeError",
+    "HostMissingError",
     "MemoryPlanError",
     "OutOfMemoryError",
     "ParseError",
     "StructInfoError",
+    "TransferTimeoutError",
     "WellFormedError",
+    "WorkerDiedError",
 ]
 
 # --- runtime (issue 4): imported lazily so `import hetvm` stays light ---------
@@ -46,6 +54,8 @@ _RUNTIME_EXPORTS = {
     "get_global_func": ("hetvm.runtime.registry", "get_global_func"),
     "load_module": ("hetvm.runtime.artifact", "load_module"),
     "explain": ("hetvm.explain", "explain"),
+    "remote": ("hetvm.ir.vdevice", "remote"),
+    "distributed": ("hetvm.distributed", None),
     "graph_executor": ("hetvm.graph_executor", None),
     "script": ("hetvm.script", None),
     "transform": ("hetvm.transform", None),

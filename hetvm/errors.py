@@ -93,3 +93,27 @@ __all__ = [
     "ArtifactError",
     "FrontendError",
 ]
+
+
+class DistributedError(HetvmRuntimeError):
+    """A program spread over several hosts (``hetvm.distributed``) failed.
+
+    ``host`` names the machine and ``value`` the value being computed or sent
+    (None where no single one applies)."""
+
+    def __init__(self, message: str, *, host: str | None = None, value: str | None = None) -> None:
+        super().__init__(message)
+        self.host = host
+        self.value = value
+
+
+class HostMissingError(DistributedError):
+    """A host the program needs has no live node in the Ray cluster."""
+
+
+class WorkerDiedError(DistributedError):
+    """The worker (Ray actor) of a host died while a request was running."""
+
+
+class TransferTimeoutError(DistributedError):
+    """A part or a transfer gave no answer within the timeout."""

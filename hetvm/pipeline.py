@@ -2,7 +2,7 @@
 
 Order matters and each step is a named pass (see ``default_pipeline``):
 Normalize → FoldConstant → FoldScaleAxis → ReorderPoolConv → FuseConvEpilogue → FuseChannelAffine →
-FusePoolEpilogue → PlanDevices → MatchJoinedShapes → FuseOps → LegalizeOps → ToNonDataflow → CallTIRRewrite → ConcatInPlace → StaticPlanBlockMemory → LowerAllocTensor →
+FusePoolEpilogue → PlanDevices → MatchJoinedShapes → FuseOps → LegalizeOps → ToNonDataflow → SplitHosts → CallTIRRewrite → ConcatInPlace → StaticPlanBlockMemory → LowerAllocTensor →
 KillAfterLastUse, then VM codegen (or graph-executor codegen).
 """
 
@@ -35,6 +35,7 @@ from .transform import (
     PlanDevices,
     ReorderPoolConv,
     Sequential,
+    SplitHosts,
     StaticPlanBlockMemory,
     ToNonDataflow,
 )
@@ -78,6 +79,7 @@ def default_pipeline(
         FuseOps(missing_kernels=(plan_devices_options or {}).get("missing_kernels")),
         LegalizeOps(),
         ToNonDataflow(),
+        SplitHosts(),
         CallTIRRewrite(),
         DeadCodeElimination(),
         ConcatInPlace(),

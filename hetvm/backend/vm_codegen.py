@@ -352,7 +352,13 @@ def device_descriptors(mod: IRModule) -> list[dict]:
     vdevs = mod.vdevices
     if not vdevs:
         return [{"kind": "cpu", "index": 0, "memory_scope": "global"}]
-    return [{"kind": v.kind, "index": v.vdevice_id, "memory_scope": v.memory_scope} for v in vdevs]
+    out = []
+    for v in vdevs:
+        d = {"kind": v.kind, "index": v.vdevice_id, "memory_scope": v.memory_scope}
+        if v.host is not None:  # a device of another machine (hetvm.distributed)
+            d["host"] = v.host
+        out.append(d)
+    return out
 
 
 def vm_codegen(mod: IRModule, metadata: dict | None = None) -> B.Executable:

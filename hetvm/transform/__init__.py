@@ -34,6 +34,7 @@ from .pass_infra import (
 )
 from .plan_devices import PlanDevices
 from .reorder_pool_conv import ReorderPoolConv
+from .split_hosts import SplitHosts
 from .static_plan_block_memory import StaticPlanBlockMemory
 from .to_non_dataflow import ToNonDataflow
 
@@ -54,6 +55,7 @@ __all__ = [
     "MatchJoinedShapes",
     "Normalize",
     "ReorderPoolConv",
+    "SplitHosts",
     "BindingOrigin",
     "FunctionPass",
     "ModulePass",

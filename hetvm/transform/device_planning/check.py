@@ -15,7 +15,7 @@ from ...ir import expr as E
 from ...ir import struct_info as S
 from ...ir.module import IRModule
 from ...ir.op_registry import DeviceBehavior, op_info
-from .devices import DeviceKey, device_key, key_str
+from .devices import DeviceKey, device_key, key_kind, key_str
 
 
 def _devs(sinfo: S.StructInfo | None) -> list[DeviceKey | None]:
@@ -96,7 +96,7 @@ class _Checker:
         out = self.need(b.var.struct_info, name, span)
         if isinstance(value, E.If):
             cond = self.need(value.cond.struct_info, f"the condition of {name}", span)
-            if any(d[0] != "cpu" for d in cond):
+            if any(key_kind(d) != "cpu" for d in cond):
                 raise self.fail(f"the condition of {name} is on {key_str(cond[0])}, not on the host", span)
             self.same(self.seq(value.true_branch), out, f"the true branch of {name}", span)
             self.same(self.seq(value.false_branch), out, f"the false branch of {name}", span)

@@ -25,7 +25,7 @@ from typing import Iterable, Mapping
 from ...errors import DevicePlanError
 from ...ir.module import IRModule
 from ...ir.op_registry import missing_part
-from ...ir.vdevice import VDevice, runtime_kind
+from ...ir.vdevice import VDevice, host_of, remote, runtime_kind
 from ...op.effects import is_view_op
 
 DeviceKey = tuple[str, int, str]
@@ -33,8 +33,13 @@ DeviceKey = tuple[str, int, str]
 
 
 def device_key(vdev: VDevice) -> DeviceKey:
-    """The identity of a vdevice for planning: kind, id and memory scope."""
-    return (runtime_kind(vdev.target), int(vdev.vdevice_id), vdev.memory_scope)
+    """The identity of a vdevice for planning: kind, id and memory scope.
+
+    A device of a named host has the kind ``"host/kind"`` (``"hostB/sim"``), so
+    ``sim:0`` of two machines are two devices and every other key stays as it was."""
+    host = host_of(vdev)
+    kind = runtime_kind(vdev.target)
+    return (kind if host is None else f"{host}/{kind}", int(vdev.vdevice_id), vdev.memory_scope)
 
 
 def key_str(key: DeviceKey) -> str:
@@ -42,15 +47,38 @@ def key_str(key: DeviceKey) -> str:
     return f"{kind}:{idx}" + ("" if scope == "global" else f"[{scope}]")
 
 
+def key_host(key: DeviceKey) -> str | None:
+    """The host of a device key (None for a device of the running machine)."""
+    host, sep, _ = key[0].rpartition("/")
+    return host if sep else None
+
+
+def key_kind(key: DeviceKey) -> str:
+    """The runtime kind of a device key (``sim`` for ``hostB/sim``)."""
+    return key[0].rpartition("/")[2]
+
+
 def parse_device_name(name: str | VDevice) -> DeviceKey:
-    """``"sim:0"`` / ``"cpu"`` / a VDevice as a device key."""
+    """``"sim:0"`` / ``"cpu"`` / ``"hostB/sim:0"`` / a VDevice as a device key."""
     if isinstance(name, VDevice):
         return device_key(name)
-    kind, _, idx = str(name).partition(":")
+    host, sep, rest = str(name).strip().rpartition("/")
+    kind, _, idx = rest.partition(":")
     try:
-        return (runtime_kind(kind.strip()), int(idx) if idx else 0, "global")
+        kind = runtime_kind(kind.strip())
+        return (f"{host.strip()}/{kind}" if sep else kind, int(idx) if idx else 0, "global")
     except ValueError:
-        raise DevicePlanError(f"cannot read a device from {name!r} (use 'kind:index')") from None
+        raise DevicePlanError(f"cannot read a device from {name!r} (use '[host/]kind:index')") from None
+
+
+def vdevice_of_key(key: DeviceKey) -> VDevice:
+    """A fresh vdevice for a key no declaration names."""
+    kind, idx, scope = key
+    host = key_host(key)
+    base = key_kind(key)
+    if host is not None:
+        return remote(host, base, idx, scope)
+    return VDevice("llvm" if base == "cpu" else base, idx, scope)
 
 
 def _attrs_of(vdev: VDevice) -> dict:
@@ -91,11 +119,14 @@ class DeviceTable:
             found = by_key.get(key) or next(
                 (v for k, v in by_key.items() if k[:2] == key[:2]), None
             )
+            if found is None and key_host(key) is None:
+                # a plain "cpu" in a module of named hosts: that kind on the first host
+                found = next(
+                    (v for k, v in by_key.items() if key_kind(k) == key[0] and k[1] == key[1]), None
+                )
             if found is not None:
                 return found
-            return spec if isinstance(spec, VDevice) else VDevice(
-                "llvm" if key[0] == "cpu" else key[0], key[1], key[2]
-            )
+            return spec if isinstance(spec, VDevice) else vdevice_of_key(key)
 
         default = resolve(default_vdevice)
         if default is None:
@@ -160,8 +191,8 @@ class DeviceTable:
             return f"{key_str(key)} is configured without a kernel for '{op}'"
         if part is not None:
             return f"{key_str(key)} is configured without a kernel for '{part}', which '{op}' fuses"
-        if self.check_registry and not _registry_has(op, key[0]):
-            return f"the kernel registry has no '{op}' kernel for kind '{key[0]}'"
+        if self.check_registry and not _registry_has(op, key_kind(key)):
+            return f"the kernel registry has no '{op}' kernel for kind '{key_kind(key)}'"
         return None
 
 

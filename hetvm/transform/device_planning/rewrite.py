@@ -145,7 +145,7 @@ class Rewriter:
         src = self.ref(r)
         val = self.problem.values[r]
         sinfo = val.sinfo.with_vdevice(self.vdev(dst))
-        kind = dst[0] + str(dst[1])
+        kind = dst[0].replace("/", "_") + str(dst[1])  # "hostB/sim" -> hostB_sim
         # an explicit copy keeps its own variable name; a planned one gets a fresh one
         label = name or self.fresh_name(f"{val.name.replace('[', '_').replace(']', '')}_{kind}")
         copy = E.Var(label, struct_info=sinfo)
@@ -178,7 +178,7 @@ class Rewriter:
                 return frame.const_copies[key]
         src = self.const_on(c, device_key(self.table.host))
         sinfo = c.struct_info.with_vdevice(vdev)
-        copy = E.Var(self.fresh_name(f"const_{dst[0]}{dst[1]}"), struct_info=sinfo)
+        copy = E.Var(self.fresh_name(f"const_{dst[0].replace('/', '_')}{dst[1]}"), struct_info=sinfo)
         call = E.Call(get_op("to_vdevice"), (src,), E.Attrs({"dst_vdevice": vdev}), struct_info=sinfo, span=c.span)
         self.cur.append(E.VarBinding(copy, call, span=c.span))
         if self.frames:
