@@ -13,6 +13,15 @@ conv + relu become one buffer), so it prints that build's own predicted peak
 next to the measured one -- those two must be equal.
 
     python benchmarks/memory_planning.py [--run] [--seed N]
+    python benchmarks/memory_planning.py --light [--models alexnet,inception_v1]
+
+``--light`` measures the nine light ONNX models of the ``onnx`` package
+instead: hetvm's planned arena bytes (whole pipeline, CPU), the ONNX-level
+liveness bound of the graph's own node order (every node output from its node
+to its last reader; graph inputs, weights and outputs excluded, as both
+planners leave them out), and ONNX Runtime's planned bytes: the memory-pattern
+block its CPU arena hands out per run once the pattern is known, read through
+ORT's C API (``benchmarks/_ort_arena.py`` says why that is the figure).
 
 Reference (issue 5): TVM 0.27 measures 1.00, 1.11, 1.00 and 1.44 on such
 programs; the target is at most 1.01 on every one.
@@ -193,11 +202,106 @@ def measured_peak(mod: IRModule) -> tuple[int | None, int | None]:
     return predicted, vm.memory_report()["cpu:0"]["peak_bytes"]
 
 
+LIGHT = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",
+         "shufflenet", "squeezenet", "vgg19", "zfnet512"]  # fmt: skip
+
+
+def light_path(name: str) -> str:
+    import os
+
+    import onnx
+
+    return os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", f"light_{name}.onnx")
+
+
+def onnx_liveness_bound(model) -> int:  # noqa: ANN001
+    """Most bytes of node outputs live at once in the graph's node order: an
+    output lives from its node to its last reader (a node's inputs and outputs
+    together); graph inputs, initializers and graph outputs are not counted."""
+    import onnx
+    from onnx import helper
+
+    inferred = onnx.shape_inference.infer_shapes(model)
+    sizes: dict[str, int] = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        t = vi.type.tensor_type
+        dims = [d.dim_value for d in t.shape.dim]
+        if t.elem_type and all(d > 0 for d in dims):
+            sizes[vi.name] = int(np.prod(dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(t.elem_type).itemsize
+    outputs = {o.name for o in model.graph.output}
+    # values computable at import (the light models build their weights with
+    # ConstantOfShape of initializers) are weights, not intermediates
+    known = {i.name for i in model.graph.initializer}
+    nodes = []
+    for n in model.graph.node:
+        if all(not x or x in known for x in n.input):
+            known.update(n.output)
+        else:
+            nodes.append(n)
+    last: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        for name in n.input:
+            last[name] = i
+    live: dict[str, int] = {}
+    best = 0
+    for i, n in enumerate(nodes):
+        for name in n.output:
+            if name and name not in outputs:
+                live[name] = sizes.get(name, 0)
+        best = max(best, sum(live.values()))
+        for name in list(live):
+            if last.get(name, i) <= i:
+                del live[name]
+    return best
+
+
+def ort_planned_bytes(path: str) -> int | None:
+    """ORT's memory-pattern block, or None when onnxruntime is missing or fails."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ort_arena.py")
+    try:
+        done = subprocess.run([sys.executable, script, path, "3"], capture_output=True, text=True, timeout=600)
+        return int(json.loads(done.stdout.strip().splitlines()[-1])["MaxAllocSize"])
+    except Exception:  # noqa: BLE001 - a missing ORT only empties a column
+        return None
+
+
+def light_table(models: list[str]) -> None:
+    """Per light model: hetvm planned vs the ONNX-level bound vs ORT's plan."""
+    import onnx
+
+    import hetvm
+    from hetvm.frontend import from_onnx
+
+    print(f"{'model':<14} {'ONNX bound':>12} {'hetvm':>12} {'ORT':>12} {'hetvm/bnd':>9} {'ORT/bnd':>8} {'hetvm/ORT':>9}")
+    for name in models:
+        path = light_path(name)
+        model = onnx.load(path)
+        bound = onnx_liveness_bound(model)
+        exe = hetvm.build(from_onnx(model), target="llvm")
+        planned = sum(d["planned_bytes"] for d in exe.memory_plan()["main"].values())
+        ort = ort_planned_bytes(path)
+        ort_s = f"{ort:>12,}" if ort else f"{'-':>12}"
+        r_ort = f"{ort / bound:>8.3f}" if ort else f"{'-':>8}"
+        r_h_ort = f"{planned / ort:>9.3f}" if ort else f"{'-':>9}"
+        print(f"{name:<14} {bound:>12,} {planned:>12,} {ort_s} {planned / bound:>9.3f} {r_ort} {r_h_ort}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", action="store_true", help="also build, run and measure the VM's peak")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random DAG")
+    parser.add_argument("--light", action="store_true", help="the nine light ONNX models against ORT")
+    parser.add_argument("--models", default=",".join(LIGHT), help="light models to measure (with --light)")
     args = parser.parse_args()
+    if args.light:
+        wanted = [m for m in args.models.split(",") if m]
+        light_table([next((m for m in LIGHT if w in m), w) for w in wanted])
+        return
     programs = {
         "mlp": mlp(),
         "transformer": transformer(),
