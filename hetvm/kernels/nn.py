@@ -9,6 +9,7 @@ import numpy as np
 
 from .common import as_ints, erf, relu_into, same_shape, store
 from .registry import register_kernel
+from .scratch import scratch
 
 
 def _relu_specialize(xp: Any, attrs: dict) -> Any:
@@ -184,3 +185,34 @@ def pad(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     else:
         y = xp.pad(x, pairs, mode=mode)
     store(out, y)
+
+
+@register_kernel("nn.lrn")
+def lrn(xp: Any, attrs: dict, x: Any, out: Any) -> None:
+    """ONNX LRN in one pass over a squared copy: the window sum of squares is
+    accumulated into ``out`` by shifted slices along the channel axis (one add
+    per window position, no band matrix), then turned into the result there.
+    Reads ``x`` after writing ``out``, so the two must not share bytes."""
+    same_shape(x, out)
+    axis = int(attrs["axis"]) % x.ndim
+    size = int(attrs["size"])
+    lo = (size - 1) // 2
+    hi = size - 1 - lo
+    channels = x.shape[axis]
+
+    def along(start: int, stop: int) -> tuple:
+        index = [slice(None)] * x.ndim
+        index[axis] = slice(start, stop)
+        return tuple(index)
+
+    square = scratch(xp, "lrn_square", tuple(x.shape), x.dtype)
+    xp.multiply(x, x, out=square)
+    out[...] = square
+    for k in range(1, min(lo, channels - 1) + 1):  # channel c - k
+        out[along(k, channels)] += square[along(0, channels - k)]
+    for k in range(1, min(hi, channels - 1) + 1):  # channel c + k
+        out[along(0, channels - k)] += square[along(k, channels)]
+    xp.multiply(out, float(attrs["alpha"]) / size, out=out)
+    xp.add(out, float(attrs["bias"]), out=out)
+    xp.power(out, -float(attrs["beta"]), out=out)
+    xp.multiply(out, x, out=out)

@@ -144,6 +144,8 @@ nn.conv1d                  data (NCW), weight (OIW)              strides: 1-tupl
                                                                  dilation: 1-tuple, groups, data_layout,
                                                                  kernel_layout, out_layout, out_dtype
 nn.rms_norm                data, weight                          axes: axes, epsilon: float
+nn.lrn                     data (channel on axis)                size: int, alpha, beta, bias: float, axis
+                                                                 (hetvm-only, ONNX LRN)
 nn.group_norm              data, gamma, beta                     num_groups, channel_axis, axes, epsilon,
                                                                  center, scale
 print                      values (any number; impure, void)     format: str

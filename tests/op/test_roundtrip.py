@@ -60,6 +60,7 @@ def _samples():
                                   activation="relu"),  # fmt: skip
         op.nn.scale_shift_act(img, tensor((4,)), tensor((4,)), activation="relu"),
         op.nn.scale_shift_act(x, tensor((4,)), tensor((4,))),
+        op.nn.lrn(img, 3, alpha=1e-3, beta=0.5, bias=2.0),
         op.fused_elementwise(x, tensor((4,)), program=[("sigmoid", "float32", "x0"), ("const", "float32", 0.5),
                                                       ("multiply", "float32", "t0", "t1"),
                                                       ("add", "float32", "t2", "x1"),

@@ -251,35 +251,20 @@ def _layer_norm_with_stats(
 
 @converter("LRN")
 def _lrn(ctx: ConvertContext, node: NodeView) -> Any:
-    """Composed from element-wise ops and one matmul with a constant band matrix.
-
-    sum over the channel window = band (C x C, ones where |c - c'| is in the
-    window) @ x^2 viewed as (N, C, spatial); hetvm has no local_response_norm op.
-    """
+    """One ``nn.lrn`` (channel axis 1): one kernel and one buffer, where a
+    composition of element-wise ops and a band matmul held several
+    intermediates of the input's size."""
     x = ctx.tensor(0, "X")
-    shape = ctx.shape_of(x)
-    if shape is None or len(shape) < 3:
+    if ctx.rank(x) < 3:
         raise ctx.error("needs an input of known rank >= 3 (N, C, spatial...)")
-    channels = P.const_value(shape[1])
-    if channels is None:
-        raise ctx.error("the channel count must be static")
-    size = int(node.attr("size"))
-    alpha, beta, bias = (float(node.attr(a, d)) for a, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
     dtype = ctx.dtype(x)
-    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
-    c = np.arange(channels)
-    band = ((c[None, :] >= c[:, None] - lo) & (c[None, :] <= c[:, None] + hi)).astype(dtype)
-    spatial: P.PrimExpr = P.IntImm(1)
-    for d in shape[2:]:
-        spatial = P.mul(spatial, d)
-    sq = ctx.call("multiply", x, x)
-    flat = ctx.call("reshape", sq, (shape[0], shape[1], spatial))
-    window = ctx.call("matmul", ctx.const(band), flat)
-    window = ctx.call("reshape", window, tuple(shape))
-    scaled = ctx.call("multiply", window, ctx.const(alpha / size, dtype))
-    base = ctx.call("add", scaled, ctx.const(bias, dtype))
-    den = ctx.call("power", base, ctx.const(beta, dtype))
-    return ctx.call("divide", x, den)
+    if dtype is not None and not str(dtype).startswith(("float", "bfloat")):
+        raise ctx.error(f"needs a floating-point input, got {dtype}")
+    size = int(node.attr("size"))
+    if size <= 0:
+        raise ctx.error(f"size must be positive, got {size}")
+    alpha, beta, bias = (float(node.attr(a, d)) for a, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
+    return ctx.call("nn.lrn", x, size=size, alpha=alpha, beta=beta, bias=bias, axis=1)
 
 
 # --------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from .compat_nn import conv1d, group_norm, rms_norm
 from .conv import conv2d
 from .conv_transpose import conv1d_transpose, conv2d_transpose
 from .fused import conv2d_bias_act, conv2d_bias_add_act, max_pool2d_bias_act, scale_shift_act
+from .lrn import lrn
 from .norm import batch_norm, dropout, layer_norm
 from .pad import pad
 from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
@@ -32,6 +33,7 @@ __all__ = [
     "log_softmax",
     "batch_norm",
     "layer_norm",
+    "lrn",
     "dropout",
     "pad",
 ]
