@@ -37,7 +37,8 @@ from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.device_index import device_index
 from ..ir.module import IRModule
-from ..op.effects import COPY_BUILTIN, RESHAPE_BUILTIN, VIEW_AT_BUILTIN, kernel_op_of
+from ..kernels.view_kernels import place_view, view_kernel
+from ..op.effects import COPY_BUILTIN, kernel_op_of
 from ..runtime.graph_artifact import GRAPH_FORMAT_VERSION, GraphModule
 from .vm_codegen import _plain, debug_info_of, device_descriptors
 
@@ -235,14 +236,11 @@ class _GraphBuilder:
                                    "device": self.dev(dev)})
                 self.ref[b.var] = dst
                 return
-            if sym == RESHAPE_BUILTIN:
-                src = self.entries[self.source_entry(a[0], "a reshape")]
-                self.ref[b.var] = self.entry(src["storage_id"], src["offset"], _prim(a[1]), src["dtype"])
-                return
-            if sym == VIEW_AT_BUILTIN:
+            if view_kernel(sym) is not None:  # an entry over the source's bytes
                 src = self.entries[self.source_entry(a[0], "a view")]
-                offset = src["offset"] + int(_prim(a[1]))
-                self.ref[b.var] = self.entry(src["storage_id"], offset, _prim(a[2]), src["dtype"])
+                itemsize = S.dtype_nbytes(src["dtype"])
+                offset, dims = place_view(sym, src["shape"], itemsize, [_prim(x) for x in a[1:]])
+                self.ref[b.var] = self.entry(src["storage_id"], src["offset"] + offset, list(dims), src["dtype"])
                 return
             raise HetvmError(f"graph executor: packed function '{sym}' is not supported; use executor='vm'")
         raise HetvmError("graph executor: calls between functions need executor='vm'")

@@ -24,6 +24,7 @@ import numpy as np
 from ..ir import expr as E
 from ..ir import prim as P
 from ..ir.module import IRModule
+from ..op.effects import Result, symbol_effects
 
 __all__ = ["Series", "live_series", "Block", "Arena", "CopyEvent", "Step", "Layout", "program_layout", "arena_layout", "unplanned_of"]
 
@@ -201,9 +202,11 @@ def _packed(value: Any) -> tuple[str, int] | None:
     return name, int(dev or 0)
 
 
-#: builtins that make a view of a tensor: a tensor first seen by one is written through
-#: its views (ConcatInPlace computes a concatenation's parts straight into it)
-_VIEWS = ("vm.builtin.view_at", "vm.builtin.reshape")
+def is_view_builtin(kernel: str) -> bool:
+    """A builtin that makes a view of a tensor (declared VIEW): a tensor first seen by
+    one is written through its views (ConcatInPlace computes a concatenation's parts
+    straight into it)."""
+    return symbol_effects(kernel).result is Result.VIEW
 
 
 def _short(kernel: str) -> str:
@@ -256,9 +259,9 @@ def program_layout(lowered: IRModule, func_name: str = "main", names: Mapping[st
             args = [a for a in value.args if isinstance(a, E.Var)]
             outs = [a for a in args if a in placed and a not in writer]
             for o in outs:  # destination-passing: the first call to see a tensor writes it
-                writer[o] = "in place (views)" if kernel in _VIEWS else _short(kernel)
+                writer[o] = "in place (views)" if is_view_builtin(kernel) else _short(kernel)
             out_name = outs[-1].name_hint if outs else b.var.name_hint
-            if kernel in _VIEWS and args and args[0] in device_of:
+            if is_view_builtin(kernel) and args and args[0] in device_of:
                 device_of[b.var] = device_of[args[0]]  # a view lives where its tensor does
             if kernel == "vm.builtin.copy_to" and len(value.args) >= 3 and isinstance(value.args[0], E.Var):
                 dst = value.args[2]

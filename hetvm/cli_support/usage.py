@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Any, Sequence
 
 from ..ir import expr as E
-from .memory_view import program_layout
+from .memory_view import is_view_builtin, program_layout
 from .placement import DeviceSetup, device_name
 
 __all__ = ["kernel_calls", "usage_notes", "NEARLY_UNUSED"]
@@ -24,14 +24,16 @@ __all__ = ["kernel_calls", "usage_notes", "NEARLY_UNUSED"]
 #: a device running at most this share of the kernel calls is "nearly unused"
 NEARLY_UNUSED = 0.2
 
-_NOT_WORK = ("copy", "reshape", "in place (views)", "view_at")
+_NOT_WORK = ("copy", "in place (views)")
 
 
 def kernel_calls(lowered: Any, devices: Sequence[str]) -> dict[str, int]:
     """Kernel calls per device name in the lowered ``main`` (copies and views excluded)."""
     counts = {d: 0 for d in devices}
     for step in program_layout(lowered).steps:
-        if step.op in _NOT_WORK or step.op.startswith(("memory.", "builtin.")):
+        if step.op in _NOT_WORK or step.op.startswith(("memory.", "builtin.")) or is_view_builtin(
+            "vm.builtin." + step.op
+        ):
             continue
         if 0 <= step.device_index < len(devices):
             counts[devices[step.device_index]] += 1

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ..errors import HetvmRuntimeError
+from ..kernels.view_kernels import place_view, view_kernel
 from .device import copy_array, get_api
 from .memory import Storage
 from .ndarray import NDArray, ShapeTuple, nbytes_of, np_dtype, view
@@ -140,32 +141,15 @@ class Builtins:
     def identity(self, x: Any) -> Any:
         return x
 
-    def reshape(self, src: Any, shape: Any) -> NDArray:
-        """A view of ``src`` with another shape, sharing its bytes (no copy)."""
-        if not isinstance(src, NDArray) or not src.alive:
-            raise HetvmRuntimeError(f"reshape needs a live tensor, got {type(src).__name__}")
-        dims = [int(d) for d in shape]
-        if dims.count(-1) == 1:
-            known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
-            dims[dims.index(-1)] = int(src._data.size) // max(known, 1)
-        if int(np.prod(dims, dtype=np.int64)) != int(src._data.size):
-            raise HetvmRuntimeError(f"cannot reshape a tensor of shape {src.shape} to {tuple(dims)}")
-        return view(src.allocation, src.offset, tuple(dims), src.dtype)
-
-    def view_at(self, src: Any, offset: Any, shape: Any) -> NDArray:
-        """A tensor of ``shape`` over ``src``'s bytes from byte ``offset`` on (same
-        dtype, no copy): where ConcatInPlace puts a concatenation's inputs."""
+    def view(self, symbol: str, src: Any, *args: Any) -> NDArray:
+        """View builtin ``symbol`` of ``src`` (``reshape``, ``view_at``, ...): a
+        tensor over bytes of ``src``, no copy, where the view's kernel places it
+        (:mod:`hetvm.kernels.view_kernels`)."""
         if src.__class__ is not NDArray or not src.alive:
-            raise HetvmRuntimeError(f"view_at needs a live tensor, got {type(src).__name__}")
+            short = symbol[len("vm.builtin."):] if symbol.startswith("vm.builtin.") else symbol
+            raise HetvmRuntimeError(f"{short} needs a live tensor, got {type(src).__name__}")
         data = src._data
-        dims = tuple(int(d) for d in shape)
-        offset = int(offset)
-        size = math.prod(dims) * data.itemsize
-        if offset < 0 or offset + size > data.nbytes:
-            raise HetvmRuntimeError(
-                f"view_at: {dims} {data.dtype} at byte {offset} ({size} bytes) does not fit in "
-                f"a tensor {tuple(data.shape)} of {data.nbytes} bytes"
-            )
+        offset, dims = place_view(symbol, data.shape, data.itemsize, args)
         return view(src.allocation, src.offset + offset, dims, data.dtype)
 
 
@@ -222,61 +206,44 @@ def static_alloc_tensor(b: Builtins, offset: Any, shape: Any, dtype: Any) -> Cal
     return alloc_tensor
 
 
-def static_view_at(b: Builtins, offset: Any, shape: Any) -> Callable | None:
-    """``view_at(src, offset, shape)`` with offset and shape fixed."""
-    dims = _static_dims(shape)
-    if type(offset) is not int or offset < 0 or dims is None or min(dims, default=0) < 0:
+def _plain(value: Any) -> Any:
+    """An immediate as plain ints (a shape as a tuple); None when symbolic."""
+    if type(value) is int:
+        return value
+    if isinstance(value, (list, tuple)) and all(type(d) is int for d in value):
+        return tuple(value)
+    return None
+
+
+def static_view(b: Builtins, symbol: str, args: Any) -> Callable | None:
+    """View builtin ``symbol`` with every argument after the source fixed. The
+    placement depends on the source's shape, so it is computed per source array
+    and kept with the array made (a pooled block keeps both, see above)."""
+    vals = [_plain(a) for a in args]
+    if view_kernel(symbol) is None or any(v is None for v in vals):
         return None
-    count = math.prod(dims)
-    general = b.view_at
+    general = b.view
     key = next(_keys)
 
-    def view_at(src: Any) -> NDArray:
+    def view_of(src: Any) -> NDArray:
         if src.__class__ is NDArray and not src._released:
             block = src.allocation
             data = src._data
-            size = count * data.itemsize
-            if offset + size <= data.nbytes and not block.freed:
-                start = src.offset + offset
+            if not block.freed:
                 views = block.views
                 hit = views.get(key) if views is not None else None
                 if hit is not None and hit[0] is data:
-                    return NDArray(hit[1], block.allocator.device, block, start)
+                    return NDArray(hit[1], block.allocator.device, block, hit[2])
+                try:
+                    offset, dims = place_view(symbol, data.shape, data.itemsize, vals)
+                except HetvmRuntimeError:  # the general builtin says why
+                    return general(symbol, src, *vals)
+                start = src.offset + offset
+                size = math.prod(dims) * data.itemsize
                 out = block.buffer[start : start + size].view(data.dtype).reshape(dims)
                 if views is not None:
-                    views[key] = (data, out)
+                    views[key] = (data, out, start)
                 return NDArray(out, block.allocator.device, block, start)
-        return general(src, offset, dims)
+        return general(symbol, src, *vals)
 
-    return view_at
-
-
-def static_reshape(b: Builtins, shape: Any) -> Callable | None:
-    """``reshape(src, shape)`` with the shape fixed. A tensor's ``_data`` is
-    always a C-contiguous view of its block, so NumPy's (or CuPy's) reshape of
-    it is a view of the same bytes, which is what the general builtin makes."""
-    dims = _static_dims(shape)
-    if dims is None:
-        return None
-    general = b.reshape
-    key = next(_keys)
-
-    def reshape(src: Any) -> NDArray:
-        if src.__class__ is NDArray and not src._released:
-            block = src.allocation
-            if not block.freed:
-                data = src._data
-                views = block.views
-                hit = views.get(key) if views is not None else None
-                if hit is not None and hit[0] is data:
-                    return NDArray(hit[1], src.device, block, src.offset)
-                try:
-                    out = data.reshape(dims)
-                except ValueError:  # no such reshape: the general builtin says why
-                    return general(src, dims)
-                if views is not None:
-                    views[key] = (data, out)
-                return NDArray(out, src.device, block, src.offset)
-        return general(src, dims)
-
-    return reshape
+    return view_of

@@ -34,6 +34,10 @@ Builtins (``Call(dst, "vm.builtin.<name>", args)``), arguments in this order:
                                                              from byte ``offset`` (same dtype)
 ===========================================================  ====================================
 
+The view builtins (``reshape``, ``view_at`` and any other in
+``hetvm.kernels.view_kernels``) are not in :data:`BUILTINS`: each is its view
+kernel, which says where the result lies in its source's bytes.
+
 ``size``/``shape`` arguments may be immediates (evaluated with the call's
 symbolic bindings) or registers holding a ShapeTuple; ``device_index`` is an
 index into ``Executable.devices``. A ``Call`` whose ``func`` names a VM function
@@ -93,8 +97,6 @@ BUILTINS = (
     "read_cond",
     "null_value",
     "identity",
-    "reshape",
-    "view_at",
 )
 PRIM_OPS = ("add", "sub", "mul", "floordiv", "floormod", "min", "max")
 PARAM_KINDS = ("tensor", "shape", "prim", "tuple", "object")

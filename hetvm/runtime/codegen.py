@@ -29,7 +29,8 @@ import numpy as np
 from ..errors import DeviceMismatchError, HetvmRuntimeError
 from ..ir.op_registry import missing_part
 from ..kernels.registry import bind_kernel, has_kernel
-from .builtins import static_alloc_tensor, static_reshape, static_view_at
+from ..kernels.view_kernels import view_kernel
+from .builtins import static_alloc_tensor, static_view
 from .bytecode import (
     BUILTIN_PREFIX,
     Call,
@@ -54,8 +55,8 @@ __all__ = ["CompiledFunction", "compile_function"]
 _TENSOR_BUILTINS = {"alloc_tensor", "alloc_tensor_direct", "copy_to"}
 # builtins that allocate: they take the call state first (the call owns the block)
 _CALL_BUILTINS = {"alloc_storage", "alloc_tensor_direct", "copy_to"}
-# builtins whose result is a tensor on the device of their first argument
-_VIEW_BUILTINS = ("view_at", "reshape")
+# view builtins (hetvm.kernels.view_kernels): a tensor on the device of their first
+# argument, over its bytes; their argument kinds are their kernels'
 # argument kinds of builtins: "shape" / "prim" immediates are compiled symbolically
 _ARG_KINDS = {
     "alloc_storage": ("shape",),
@@ -64,7 +65,6 @@ _ARG_KINDS = {
     "make_shape": ("shape",),
     "prim_value": ("prim",),
     "tuple_getitem": (None, "prim"),
-    "view_at": (None, "prim", "shape"),
 }
 _file_ids = itertools.count()
 
@@ -137,7 +137,7 @@ class _Emitter:
             if not isinstance(ins, Call) or ins.dst is None:
                 continue
             name = ins.func[len(BUILTIN_PREFIX):] if ins.func.startswith(BUILTIN_PREFIX) else ""
-            if name in _VIEW_BUILTINS and ins.func not in funcs:
+            if view_kernel(ins.func) is not None and ins.func not in funcs:
                 defs.setdefault(ins.dst, []).append(("view", None))  # resolved below
                 continue
             if ins.func in funcs or name not in _TENSOR_BUILTINS | {"alloc_storage"}:
@@ -162,10 +162,10 @@ class _Emitter:
                 dev = devs[0] if devs and len(devs) == 1 else None
                 defs[ins.dst] = [(k, dev) if k == "tensor" and d is None else (k, d)
                                  for k, d in defs[ins.dst]]
-        # a view_at / reshape result lives on its source's device (views of views: in order)
-        views = {BUILTIN_PREFIX + v for v in _VIEW_BUILTINS} - set(funcs)
+        # a view's result lives on its source's device (views of views: in order)
         for ins in self.func.instructions:
-            if isinstance(ins, Call) and ins.func in views and ins.dst is not None:
+            is_view = isinstance(ins, Call) and view_kernel(ins.func) is not None and ins.func not in funcs
+            if is_view and ins.dst is not None:
                 src = ins.args[0] if ins.args else None
                 ds = defs.get(src[1], []) if src and src[0] == "r" else []
                 devs = {d for _, d in ds}
@@ -242,9 +242,13 @@ class _Emitter:
         if special is not None:
             self.emit(ind, f"{dst}{self.bind(special, '_A')}({self.arg(ins.args[0])})", pc)
             return
-        kinds = _ARG_KINDS.get(name, ())
+        viewer = view_kernel(ins.func)
+        kinds = (None,) + viewer.arg_kinds if viewer is not None else _ARG_KINDS.get(name, ())
         args = [self.arg(a, kinds[i] if i < len(kinds) else None) for i, a in enumerate(ins.args)]
-        if name == "make_tuple":
+        if viewer is not None:
+            fn = self.bind(functools.partial(self.state.builtins.view, ins.func), "_B")
+            expr = f"{fn}({', '.join(args)})"
+        elif name == "make_tuple":
             expr = "(" + "".join(a + ", " for a in args) + ")"
         elif name == "tuple_getitem" and len(args) == 2:
             expr = f"{args[0]}[{args[1]}]"
@@ -291,10 +295,8 @@ class _Emitter:
         b = self.state.builtins
         if name == "alloc_tensor" and len(vals) == 3:
             return static_alloc_tensor(b, *vals)
-        if name == "view_at" and len(vals) == 2:
-            return static_view_at(b, *vals)
-        if name == "reshape" and len(vals) == 1:
-            return static_reshape(b, *vals)
+        if view_kernel(ins.func) is not None:
+            return static_view(b, ins.func, vals)
         return None
 
     def kernel_call(self, pc: int, ins: KernelCall, ind: int) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..kernels.view_kernels import view_kernel
 from .bytecode import (
     ARG_TAGS,
     BUILTIN_PREFIX,
@@ -139,7 +140,7 @@ def _validate_function(func: VMFunction, exe: Executable) -> None:
             if not isinstance(ins.func, str) or not ins.func:
                 raise BytecodeError(f"{where}: call target must be a name")
             if ins.func.startswith(BUILTIN_PREFIX):
-                if ins.func[len(BUILTIN_PREFIX):] not in BUILTINS:
+                if ins.func[len(BUILTIN_PREFIX):] not in BUILTINS and view_kernel(ins.func) is None:
                     raise BytecodeError(f"{where}: unknown builtin '{ins.func}'")
             _check_args(ins.args, func, exe, where)
             _check_device_arg(ins, len(exe.devices), where)

@@ -39,6 +39,7 @@ from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..ir.op_registry import DeviceBehavior, infer_call, op_info
+from ..kernels.view_kernels import place_view, view_kernel
 from ..op.effects import is_view_op
 
 __all__ = ["Shape", "Storage", "Interpreter", "interpret", "to_numpy_tree", "values_close"]
@@ -306,10 +307,12 @@ class Interpreter:
 
                 get_kernel(op, "cpu")(np, attrs, *_kernel_args(args[:-nout]), *args[-nout:])
                 return ()
-        if symbol == "vm.builtin.reshape":
-            return args[0].reshape(tuple(args[1]))
-        if symbol == "vm.builtin.view_at":
-            return _view_at(args[0], int(args[1]), tuple(args[2]))
+        if view_kernel(symbol) is not None:
+            src = args[0]
+            if not isinstance(src, np.ndarray):
+                raise HetvmRuntimeError(f"{symbol} needs a tensor in '{frame.func_name}', got {type(src).__name__}")
+            offset, dims = place_view(symbol, src.shape, src.itemsize, args[1:])
+            return _view_at(src, offset, dims)
         if symbol == "vm.builtin.copy_to":
             src, _dev, dst = args
             if dst is None:
@@ -677,9 +680,11 @@ def values_close(
 
 
 def _view_at(src: np.ndarray, offset: int, shape: tuple) -> np.ndarray:
-    """``vm.builtin.view_at``: ``shape`` over ``src``'s bytes from ``offset``, shared."""
+    """A view builtin's result: ``shape`` over ``src``'s bytes from ``offset``, shared."""
     if not src.flags.c_contiguous:  # interpreter tensors are: reshape(-1) is then a view
-        raise HetvmRuntimeError("view_at needs a contiguous tensor")
+        if offset == 0 and int(np.prod(shape, dtype=np.int64)) == src.size:
+            return src.reshape(shape)  # a caller's strided array, read in the new shape
+        raise HetvmRuntimeError("a view needs a contiguous tensor")
     flat = src.reshape(-1).view(np.uint8)
     count = int(np.prod(shape, dtype=np.int64)) * src.dtype.itemsize
     if offset < 0 or offset + count > flat.size:

@@ -6,7 +6,9 @@ kernel for the device of the result is chosen at code generation. Ops whose
 result is a view of their input (those declaring ``effects=VIEW``:
 ``reshape``, ``expand_dims``, ``squeeze``, ``flatten``) become
 ``vm.builtin.reshape`` calls that share bytes, so no copy is made and the
-memory planner treats them as aliases. ``hint_on_device``
+memory planner treats them as aliases; an op whose calls are views only
+sometimes registers ``lower_to_view=fn`` (``fn(call)``: the view builtin call,
+or None for its kernel). ``hint_on_device``
 is only an annotation and becomes a plain re-binding of its input.
 """
 
@@ -59,6 +61,11 @@ class _Legalizer(ExprMutator):
         sinfo = call.struct_info
         assert sinfo is not None
         _require_shapes(sinfo, name, call.span)
+        lower_to_view = info.extra.get("lower_to_view")
+        if lower_to_view is not None:  # the op's definition says when a call is a view
+            view = lower_to_view(call)
+            if view is not None:
+                return view
         if is_view_op(name):
             assert isinstance(sinfo, S.TensorStructInfo) and sinfo.shape is not None
             return E.Call(

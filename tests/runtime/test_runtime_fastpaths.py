@@ -307,7 +307,7 @@ def test_naive_blocks_keep_no_views():
 
 
 def test_kept_views_follow_their_source():
-    from hetvm.runtime.builtins import static_reshape, static_view_at
+    from hetvm.runtime.builtins import static_view
 
     vm = hetvm.VirtualMachine(exe_of([Ret(0)], 1))
     alloc = PooledAllocator(hetvm.cpu(0))
@@ -315,7 +315,8 @@ def test_kept_views_follow_their_source():
     block.buffer[:] = np.arange(64, dtype=np.uint8)
     a = view(block, 0, (8,), F32)
     b = view(block, 32, (8,), F32)
-    flat, row = static_reshape(vm._builtins, [2, 4]), static_view_at(vm._builtins, 16, [4])
+    flat = static_view(vm._builtins, "vm.builtin.reshape", [[2, 4]])
+    row = static_view(vm._builtins, "vm.builtin.view_at", [16, [4]])
     for src in (a, b, a, b):  # each source gets its own view, never the other's
         got = flat(src)
         assert got.offset == src.offset and np.shares_memory(got._data, src._data)

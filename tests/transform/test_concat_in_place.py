@@ -260,12 +260,12 @@ def test_graph_executor_runs_the_views():
 def test_view_at_checks_its_bounds():
     src = nd.empty((1, 4, 2), F32)
     builtins = Builtins.__new__(Builtins)
-    v = builtins.view_at(src, 8, (1, 2, 2))
+    v = builtins.view("vm.builtin.view_at", src, 8, (1, 2, 2))
     assert v.shape == (1, 2, 2) and v.offset == src.offset + 8
     with pytest.raises(HetvmRuntimeError, match="does not fit"):
-        builtins.view_at(src, 20, (1, 2, 2))
+        builtins.view("vm.builtin.view_at", src, 20, (1, 2, 2))
     with pytest.raises(HetvmRuntimeError, match="live tensor"):
-        builtins.view_at(np.zeros(3), 0, (1,))
+        builtins.view("vm.builtin.view_at", np.zeros(3), 0, (1,))
 
 
 def test_exported_executable_with_views_loads_and_runs(tmp_path):
