@@ -101,3 +101,30 @@ def _view_at(
 ) -> tuple[int, tuple[int, ...]]:
     """``new_shape`` from byte ``offset`` on (ConcatInPlace's views of a concatenation)."""
     return int(offset), tuple(int(d) for d in new_shape)
+
+
+@register_view("vm.builtin.slice_view", ("shape", "shape", "shape", "shape"))
+def _slice_view(
+    shape: tuple[int, ...], itemsize: int, axes: Sequence[Any], begin: Sequence[Any], end: Sequence[Any],
+    strides: Sequence[Any],
+) -> tuple[int, tuple[int, ...]]:
+    """``strided_slice`` (NumPy slicing on ``axes``) when the slice is one contiguous
+    run: every axis before the one cut to a range has one element left, every
+    axis after it is whole."""
+    ndim = len(shape)
+    start, dims, step = [0] * ndim, list(shape), [1] * ndim
+    for ax, b, e, s in zip(axes, begin, end, strides):
+        ax = int(ax) + ndim if int(ax) < 0 else int(ax)
+        picked = range(shape[ax])[int(b) : int(e) : int(s)]
+        start[ax] = picked.start if len(picked) else 0
+        dims[ax], step[ax] = len(picked), int(s)
+    if 0 in dims:
+        return 0, tuple(dims)
+    cut = max((i for i in range(ndim) if dims[i] != shape[i] or (step[i] != 1 and dims[i] > 1)), default=-1)
+    if (cut >= 0 and step[cut] != 1 and dims[cut] > 1) or any(dims[i] != 1 for i in range(max(cut, 0))):
+        raise HetvmRuntimeError(f"slice_view: the slice {tuple(dims)} of {shape} is not one contiguous run")
+    elems, offset = 1, 0
+    for i in reversed(range(ndim)):
+        offset += start[i] * elems
+        elems *= shape[i]
+    return offset * itemsize, tuple(dims)

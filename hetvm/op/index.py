@@ -18,6 +18,7 @@ from .base import (
     register_op,
     tensor_arg,
 )
+from .effects import VIEW, declare_builtin
 
 __all__ = ["take", "strided_slice", "slice_length"]
 
@@ -179,10 +180,46 @@ def strided_slice(
     return make_call(op, [x], attrs)
 
 
+#: ``slice_view(src, axes, begin, end, strides)``: a strided_slice that is one
+#: contiguous run of its source's bytes, as a view (kernel: kernels/view_kernels.py)
+SLICE_VIEW = "vm.builtin.slice_view"
+declare_builtin(SLICE_VIEW, VIEW)
+_PURE_SLICE_VIEW = E.ExternFunc(SLICE_VIEW, struct_info=S.FuncStructInfo(None, S.ObjectStructInfo(), purity=True))
+
+
+def _is_one(d: P.PrimExpr) -> bool:
+    return P.const_value(d) == 1
+
+
+def _slice_to_view(call: E.Call) -> E.Call | None:
+    """A strided_slice whose result is one contiguous run of its input's bytes
+    (leading axes cut to one element, one axis cut to a range with stride 1,
+    the axes after it whole: ``x[0]``, ``x[:, 2:5]`` of a (1, n, m) tensor) as a
+    view of the input, provably so from the shapes; None: it needs its kernel."""
+    data, out = call.args[0].struct_info, call.struct_info
+    if not (isinstance(data, S.TensorStructInfo) and isinstance(out, S.TensorStructInfo)):
+        return None
+    if data.shape is None or out.shape is None or len(data.shape) != len(out.shape):
+        return None
+    at = call.attrs
+    axes = norm_axes("strided_slice", at["axes"], len(data.shape))
+    stride = dict(zip(axes, at["strides"]))
+    whole = [P.prove_equal(o, d) and stride.get(i, 1) == 1 for i, (o, d) in enumerate(zip(out.shape, data.shape))]
+    cut = max((i for i, w in enumerate(whole) if not w), default=-1)
+    if cut >= 0 and stride.get(cut, 1) != 1 and not _is_one(out.shape[cut]):
+        return None
+    if not all(_is_one(out.shape[i]) for i in range(max(cut, 0))):
+        return None
+    args = (call.args[0], E.ShapeExpr(tuple(P.IntImm(a) for a in axes)), E.ShapeExpr(at["begin"]),
+            E.ShapeExpr(at["end"]), E.ShapeExpr(tuple(P.IntImm(s) for s in at["strides"])))  # fmt: skip
+    return E.Call(_PURE_SLICE_VIEW, args, sinfo_args=(out,), struct_info=out, span=call.span)
+
+
 register_op("take", _infer_take, num_inputs=2, attr_names=("axis", "mode"))
 register_op(
     "strided_slice",
     _infer_strided_slice,
     num_inputs=1,
     attr_names=("axes", "begin", "end", "strides", "assume_inbound"),
+    lower_to_view=_slice_to_view,
 )
