@@ -32,7 +32,10 @@ def serialize_prim(e: P.PrimExpr) -> Any:
         return e.value
     if isinstance(e, P.PrimVar):
         return ["var", e.name]
-    names = {P.Add: "add", P.Mul: "mul", P.FloorDiv: "floordiv", P.FloorMod: "floormod", P.Min: "min", P.Max: "max"}
+    names = {
+        P.Add: "add", P.Mul: "mul", P.FloorDiv: "floordiv", P.FloorMod: "floormod", P.Min: "min", P.Max: "max",
+        P.EQ: "eq", P.NE: "ne", P.LT: "lt", P.LE: "le", P.GT: "gt", P.GE: "ge",
+    }  # fmt: skip
     for cls, name in names.items():
         if isinstance(e, cls):
             return [name, serialize_prim(e.a), serialize_prim(e.b)]  # type: ignore[attr-defined]

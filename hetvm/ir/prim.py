@@ -121,6 +121,51 @@ class Max(_Binary):
     __slots__ = ()
 
 
+class _Compare(_Binary):
+    """A comparison of two integer expressions: a ``bool`` value (``N % 16 == 0``),
+    TVM's ``tir.EQ`` ... ``tir.GE``; built through ``compare`` with ``dtype="bool"``."""
+
+    __slots__ = ()
+    symbol = ""
+
+
+class EQ(_Compare):
+    __slots__ = ()
+    symbol = "=="
+
+
+class NE(_Compare):
+    __slots__ = ()
+    symbol = "!="
+
+
+class LT(_Compare):
+    __slots__ = ()
+    symbol = "<"
+
+
+class LE(_Compare):
+    __slots__ = ()
+    symbol = "<="
+
+
+class GT(_Compare):
+    __slots__ = ()
+    symbol = ">"
+
+
+class GE(_Compare):
+    __slots__ = ()
+    symbol = ">="
+
+
+COMPARE_OF_SYMBOL: dict[str, type[_Compare]] = {c.symbol: c for c in (EQ, NE, LT, LE, GT, GE)}
+_COMPARE_FN = {
+    "==": lambda x, y: x == y, "!=": lambda x, y: x != y, "<": lambda x, y: x < y,
+    "<=": lambda x, y: x <= y, ">": lambda x, y: x > y, ">=": lambda x, y: x >= y,
+}  # fmt: skip
+
+
 # --------------------------------------------------------------------------
 # canonical polynomial form
 # --------------------------------------------------------------------------
@@ -329,6 +374,21 @@ def max_(a: IntLike, b: IntLike) -> PrimExpr:
     return _minmax(a, b, is_min=False)
 
 
+def compare(symbol: str, a: IntLike, b: IntLike) -> PrimExpr:
+    """``a <symbol> b`` as a ``bool`` expression; a constant when the difference
+    of the two sides is one (``n + 1 > n`` is ``True``)."""
+    cls = COMPARE_OF_SYMBOL.get(symbol)
+    if cls is None:
+        raise StructInfoError(f"unknown comparison {symbol!r} (known: {', '.join(COMPARE_OF_SYMBOL)})")
+    x, y = simplify(_as_expr(a)), simplify(_as_expr(b))
+    if x.dtype == "bool" or y.dtype == "bool" or isinstance(x, FloatImm) or isinstance(y, FloatImm):
+        raise StructInfoError(f"a comparison takes integer expressions, got {x!r} {symbol} {y!r}")
+    diff = const_value(sub(x, y))
+    if diff is not None:
+        return IntImm(int(_COMPARE_FN[symbol](diff, 0)), "bool")
+    return cls(x, y, "bool")
+
+
 def _minmax(a: IntLike, b: IntLike, *, is_min: bool) -> PrimExpr:
     a, b = simplify(_as_expr(a)), simplify(_as_expr(b))
     diff = sub(a, b)
@@ -397,6 +457,8 @@ def simplify(e: IntLike) -> PrimExpr:
         return min_(e.a, e.b)
     if isinstance(e, Max):
         return max_(e.a, e.b)
+    if isinstance(e, _Compare):
+        return compare(e.symbol, e.a, e.b)
     return e
 
 
@@ -468,6 +530,8 @@ def _bounds(e: PrimExpr, vb: Mapping[PrimVar, Bound]) -> Bound:
             hi = _opt(h1, h2, max)
             lo = l2 if l1 is None else (l1 if l2 is None else max(l1, l2))
         return (lo, hi)
+    if isinstance(e, _Compare):
+        return (0, 1)
     return (None, None)
 
 
@@ -519,6 +583,8 @@ def substitute(e: PrimExpr, mapping: Mapping[PrimVar, IntLike]) -> PrimExpr:
     """Replaces variables and re-canonicalises."""
     if isinstance(e, PrimVar):
         return _as_expr(mapping[e]) if e in mapping else e
+    if isinstance(e, _Compare):
+        return compare(e.symbol, substitute(e.a, mapping), substitute(e.b, mapping))
     if isinstance(e, _Binary):
         a, b = substitute(e.a, mapping), substitute(e.b, mapping)
         ctor = {Add: add, Mul: mul, FloorDiv: floordiv, FloorMod: floormod, Min: min_, Max: max_}
@@ -536,6 +602,8 @@ def evaluate(e: PrimExpr, env: Mapping[PrimVar, int]) -> int:
         return int(env[e])
     if isinstance(e, _Binary):
         a, b = evaluate(e.a, env), evaluate(e.b, env)
+        if isinstance(e, _Compare):
+            return int(_COMPARE_FN[e.symbol](a, b))
         if isinstance(e, Add):
             return a + b
         if isinstance(e, Mul):
@@ -592,6 +660,9 @@ def _str(e: PrimExpr, parent_prec: int) -> str:
         return f"T.min({_str(e.a, 0)}, {_str(e.b, 0)})"
     if isinstance(e, Max):
         return f"T.max({_str(e.a, 0)}, {_str(e.b, 0)})"
+    if isinstance(e, _Compare):
+        text = f"{_str(e.a, 1)} {e.symbol} {_str(e.b, 1)}"
+        return f"({text})" if parent_prec > 0 else text
     return repr(e)
 
 
@@ -599,7 +670,7 @@ def _repr_binary(self: _Binary) -> str:
     return to_str(self)
 
 
-for _cls in (Add, Mul, FloorDiv, FloorMod, Min, Max):
+for _cls in (Add, Mul, FloorDiv, FloorMod, Min, Max, EQ, NE, LT, LE, GT, GE):
     _cls.__repr__ = _repr_binary  # type: ignore[method-assign]
 
 
@@ -614,6 +685,14 @@ __all__ = [
     "FloorMod",
     "Min",
     "Max",
+    "EQ",
+    "NE",
+    "LT",
+    "LE",
+    "GT",
+    "GE",
+    "COMPARE_OF_SYMBOL",
+    "compare",
     "add",
     "sub",
     "mul",

@@ -48,9 +48,19 @@ def as_int(op: str, name: str, value: Any) -> int:
 
 
 def _int_or_prim(op: str, name: str, value: Any) -> int | P.PrimExpr:
+    if isinstance(value, E.PrimValue) and not isinstance(value.value, (P.IntImm, P.FloatImm)):
+        value = value.value
     if isinstance(value, P.PrimExpr) and not isinstance(value, P.IntImm):
         return value
     return as_int(op, name, value)
+
+
+def _literal_items(value: Any) -> Any:
+    """A Relax tuple of prim values written where an attr takes a sequence
+    (TVM: ``R.strided_slice(x, (R.prim_value(0),), ...)``) as a Python tuple."""
+    if isinstance(value, E.Tuple) and all(isinstance(f, E.PrimValue) for f in value.fields):
+        return tuple(value.fields)
+    return value
 
 
 def int_tuple(op: str, name: str, value: Any, n: int) -> tuple[int, ...]:
@@ -90,6 +100,7 @@ def padding4(op: str, value: Any) -> tuple[int, int, int, int]:
 
 def axes_tuple(op: str, name: str, value: Any) -> tuple[int, ...]:
     """An axis or a sequence of axes as a tuple of ints (negative allowed)."""
+    value = _literal_items(value)
     if _is_int(value) or isinstance(value, (P.IntImm, E.PrimValue)):
         return (as_int(op, name, value),)
     if not isinstance(value, (tuple, list)):
@@ -104,6 +115,7 @@ def opt_axes(op: str, name: str, value: Any) -> tuple[int, ...] | None:
 
 def prim_tuple(op: str, name: str, value: Any) -> tuple[int | P.PrimExpr, ...]:
     """A tuple of ints or symbolic expressions (strided_slice begin/end)."""
+    value = _literal_items(value)
     if not isinstance(value, (tuple, list)):
         value = (value,)
     return tuple(_int_or_prim(op, name, v) for v in value)

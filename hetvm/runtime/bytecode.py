@@ -98,7 +98,7 @@ BUILTINS = (
     "null_value",
     "identity",
 )
-PRIM_OPS = ("add", "sub", "mul", "floordiv", "floormod", "min", "max")
+PRIM_OPS = ("add", "sub", "mul", "floordiv", "floormod", "min", "max", "eq", "ne", "lt", "le", "gt", "ge")
 PARAM_KINDS = ("tensor", "shape", "prim", "tuple", "object")
 ARG_TAGS = ("r", "c", "i", "f")
 FORMAT_VERSION = 1

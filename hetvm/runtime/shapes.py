@@ -26,6 +26,12 @@ __all__ = [
 ]
 
 _PY_OPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "floormod": "%"}
+# comparisons give a bool (0 or 1 where an integer is expected), as TVM's tir.EQ ...
+_COMPARE_OPS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_COMPARE_FN = {
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+}  # fmt: skip
 MAX_DEPTH = 64
 
 
@@ -67,6 +73,8 @@ def eval_prim(e: Any, env: Mapping[str, int]) -> int:
         except KeyError:
             raise HetvmRuntimeError(f"symbolic variable '{e[1]}' is not bound") from None
     a, b = eval_prim(e[1], env), eval_prim(e[2], env)
+    if op in _COMPARE_FN:
+        return bool(_COMPARE_FN[op](a, b))
     if op == "add":
         return a + b
     if op == "sub":
@@ -87,8 +95,9 @@ def prim_to_str(e: Any) -> str:
         return str(e)
     if e[0] == "var":
         return e[1]
-    if e[0] in _PY_OPS:
-        return f"({prim_to_str(e[1])} {_PY_OPS[e[0]]} {prim_to_str(e[2])})"
+    if e[0] in _PY_OPS or e[0] in _COMPARE_OPS:
+        sym = _PY_OPS.get(e[0]) or _COMPARE_OPS[e[0]]
+        return f"({prim_to_str(e[1])} {sym} {prim_to_str(e[2])})"
     return f"{e[0]}({prim_to_str(e[1])}, {prim_to_str(e[2])})"
 
 
@@ -103,6 +112,8 @@ def compile_prim(e: Any, name_of: Callable[[Any], str], env: str = "E") -> str:
     a, b = compile_prim(e[1], name_of, env), compile_prim(e[2], name_of, env)
     if op in _PY_OPS:
         return f"({a} {_PY_OPS[op]} {b})"
+    if op in _COMPARE_OPS:
+        return f"({a} {_COMPARE_OPS[op]} {b})"
     if op not in ("min", "max"):
         raise BytecodeError(f"bad symbolic operator {op!r}")
     return f"{op}({a}, {b})"

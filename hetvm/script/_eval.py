@@ -142,6 +142,8 @@ class Evaluator(OpCallMixin, FormsMixin):
             if self.env.global_var is None:
                 raise self.err(node, f"no module to look up function '{node.attr}' in")
             return self.env.global_var(node.attr, node)
+        if isinstance(base, E.Expr) and node.attr in ("struct_info", "ty") and base.struct_info is not None:
+            return base.struct_info  # `ty_args=[x.struct_info]` (TVM 0.27) / `[x.ty]` (TVM's main)
         raise self.err(node, f"cannot take attribute '{node.attr}' of {describe(base)}")
 
     def _eval_Tuple(self, node: ast.Tuple) -> tuple:
@@ -186,12 +188,21 @@ class Evaluator(OpCallMixin, FormsMixin):
         if len(node.ops) != 1:
             raise self.err(node, "chained comparisons are not supported")
         a, b = self.eval(node.left), self.eval(node.comparators[0])
+        symbol = _PRIM_COMPARE.get(type(node.ops[0]))
+        if _is_integer_expr(a) and _is_integer_expr(b) and symbol is not None:
+            # a comparison of shape expressions is a bool prim value (TVM's tir.EQ ...):
+            # `if N % 16 == 0:`, `R.assert_op(N == 16)`
+            try:
+                return P.compare(symbol, a, b)
+            except HetvmError as e:
+                raise self.err(node, str(e)) from None
         name = _COMPARE_OPS.get(type(node.ops[0]))
         if not (isinstance(a, E.Expr) and isinstance(b, E.Expr)) or name is None:
             raise self.err(
                 node,
-                "comparisons are supported between Relax values only (<, <=, >, >=: "
-                "R.less ...; TVM does not overload == and !=, use R.equal / R.not_equal)",
+                "comparisons are supported between Relax values (<, <=, >, >=: R.less ...; "
+                "TVM does not overload == and != on them, use R.equal / R.not_equal) and "
+                "between shape expressions (N % 16 == 0)",
             )
         return self._relax_operator(node, name, a, b)
 
@@ -371,6 +382,11 @@ class Evaluator(OpCallMixin, FormsMixin):
             return var
         if isinstance(node, ast.BinOp):
             return P.as_prim(self._arith(node, self.prim(node.left), self.prim(node.right)))
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _PRIM_COMPARE:
+            try:
+                return P.compare(_PRIM_COMPARE[type(node.ops[0])], self.prim(node.left), self.prim(node.comparators[0]))
+            except HetvmError as e:
+                raise self.err(node, str(e)) from None
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             inner = self.prim(node.operand, allow_float=allow_float)
             if isinstance(inner, P.IntImm):
@@ -455,6 +471,20 @@ _RELAX_BINOPS = {
     ast.FloorDiv: "floor_divide", ast.Mod: "mod", ast.Pow: "power",
 }  # fmt: skip
 _COMPARE_OPS = {ast.Lt: "less", ast.Gt: "greater", ast.LtE: "less_equal", ast.GtE: "greater_equal"}
+
+_PRIM_COMPARE = {
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+}  # fmt: skip
+
+
+def _is_integer_expr(value: Any) -> bool:
+    """An int or an integer shape expression (not a bool, float or Relax value)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, P.PrimExpr) and not isinstance(value, P.FloatImm) and value.dtype != "bool"
+
 
 _TVM_SCRIPT_KINDS = {"relax": "relax", "ir": "ir", "tir": "tir", "tirx": "tir"}
 

@@ -68,6 +68,9 @@ class ValueContext:
             return f"T.min({self.prim(e.a)}, {self.prim(e.b)})"
         if isinstance(e, P.Max):
             return f"T.max({self.prim(e.a)}, {self.prim(e.b)})"
+        if isinstance(e, P._Compare):
+            text = f"{self.prim(e.a, 1)} {e.symbol} {self.prim(e.b, 1)}"
+            return f"({text})" if parent_prec > 0 else text
         return repr(e)
 
     def shape_tuple(self, values: tuple[P.PrimExpr, ...]) -> str:

@@ -186,3 +186,23 @@ def test_min_max_that_bounds_cannot_decide_are_kept():
     assert isinstance(P.max_(n, P.min_(m, 64)), P.Max)
     assert isinstance(P.min_(1, P.min_(n, m)), P.Min)
     assert not P.prove_equal(P.mul(n, P.min_(1, m)), n)
+
+
+def test_comparisons_are_bool_expressions_that_fold_when_decided():
+    n = P.PrimVar("n")
+    eq = P.compare("==", P.floormod(n, 16), 0)
+    assert isinstance(eq, P.EQ) and eq.dtype == "bool"
+    assert P.to_str(eq) == "n % 16 == 0"
+    assert [P.evaluate(eq, {n: v}) for v in (0, 8, 16, 33)] == [1, 0, 1, 0]
+    assert P.substitute(eq, {n: 32}) == P.IntImm(1, "bool")
+    # decided by the difference of the sides alone
+    assert P.compare(">", n + 1, n) == P.IntImm(1, "bool")
+    assert P.compare("!=", n * 2, n + n) == P.IntImm(0, "bool")
+    assert isinstance(P.compare("<=", n, 4), P.LE)
+    for symbol, want in (("<", [1, 0, 0]), ("<=", [1, 1, 0]), (">", [0, 0, 1]), (">=", [0, 1, 1]), ("!=", [1, 0, 1])):
+        e = P.compare(symbol, n, 4)
+        assert [P.evaluate(e, {n: v}) for v in (3, 4, 5)] == want, symbol
+    with pytest.raises(StructInfoError, match="integer expressions"):
+        P.compare("==", eq, 1)
+    with pytest.raises(StructInfoError, match="unknown comparison"):
+        P.compare("<>", n, 1)

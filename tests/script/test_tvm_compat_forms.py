@@ -444,3 +444,109 @@ def main(x: R.Tensor((2,), "float32"), c: R.Tensor((), "bool")):
     x = np.array([1.0, 2.0], "float32")
     np.testing.assert_array_equal(_run(mod, x, np.array(True)).numpy(), (x + x) ** 2)
     np.testing.assert_array_equal(_run(mod, x, np.array(False)).numpy(), x)
+
+
+# --------------------------------------------------------------------------
+# comparisons of shape expressions: bool prim values (TVM's tir.EQ ... as a
+# Relax condition, `if N % 16 == 0:` sugar for `if R.prim_value(N % 16 == 0):`)
+# --------------------------------------------------------------------------
+
+_PRIM_CONDITION = """
+@R.function(pure=False)
+def main(x: R.Tensor(["N"], "float32")):
+    N = T.int64()
+    _ = R.assert_op({assert_cond})
+    if {if_cond}:
+        out = R.add(x, x)
+    else:
+        out = R.multiply(x, x)
+    return out
+"""
+
+
+@pytest.mark.parametrize(
+    "assert_cond, if_cond",
+    [("N % 2 == 0", "N % 4 == 0"), ("R.prim_value(N % 2 == 0)", "R.prim_value(N % 4 == 0)")],
+    ids=["sugared", "prim_value"],
+)
+def test_shape_comparison_as_condition_and_assertion(assert_cond, if_cond):
+    mod = _roundtrip(_PRIM_CONDITION.format(assert_cond=assert_cond, if_cond=if_cond))
+    text = print_module(mod)
+    assert "if N % 4 == 0:" in text and "R.assert_op(N % 2 == 0" in text
+    if_node = mod["main"].body.blocks[0].bindings[-1].value
+    assert if_node.cond.struct_info == S.PrimStructInfo("bool", value=if_node.cond.value)
+    x8 = np.arange(8, dtype="float32")
+    np.testing.assert_allclose(_run(mod, x8).numpy(), x8 + x8)
+    x6 = np.arange(6, dtype="float32")
+    np.testing.assert_allclose(_run(mod, x6).numpy(), x6 * x6)
+    with pytest.raises(hetvm.HetvmError, match="Assertion"):
+        _run(mod, np.arange(5, dtype="float32"))
+
+
+def test_shape_comparison_of_two_signature_dims():
+    mod = _roundtrip(
+        """
+@R.function
+def main(x: R.Tensor(["n"], "float32"), y: R.Tensor(["m"], "float32")):
+    n = T.int64()
+    m = T.int64()
+    if n <= m:
+        out = R.sum(x)
+    else:
+        out = R.sum(y)
+    return out
+"""
+    )
+    a, b = np.ones(2, "float32"), np.ones(3, "float32")
+    assert float(_run(mod, a, b).numpy()) == 2.0
+    assert float(_run(mod, b, a).numpy()) == 2.0
+
+
+def test_comparisons_of_relax_values_are_still_ops_and_eq_is_not():
+    mod = from_source(
+        """
+@R.function
+def main(x: R.Tensor((2,), "float32"), y: R.Tensor((2,), "float32")):
+    c = x < y
+    return c
+"""
+    )
+    assert mod["main"].body.blocks[0].bindings[0].value.op.name == "less"
+    _rejects(
+        """
+@R.function
+def main(x: R.Tensor((2,), "float32"), y: R.Tensor((2,), "float32")):
+    c = x == y
+    return c
+""",
+        "use R.equal",
+    )
+
+
+def test_struct_info_attribute_of_a_variable_as_ty_args():
+    mod = _roundtrip(
+        """
+@R.function
+def main(x: R.Tensor(["n"], "float32")):
+    a = R.call_pure_packed("vm.builtin.copy", x, ty_args=[x.struct_info])
+    b = R.call_pure_packed("vm.builtin.copy", a, ty_args=[a.ty])
+    return b
+"""
+    )
+    fn = mod["main"]
+    assert fn.ret_struct_info == fn.params[0].struct_info
+
+
+def test_strided_slice_bounds_as_tuples_of_prim_values():
+    mod = _roundtrip(
+        """
+@R.function
+def main(x: R.Tensor(["n"], "float32")):
+    n = T.int64()
+    a = R.strided_slice(x, (R.prim_value(0),), (R.prim_value(1),), (R.prim_value(n),))
+    return a
+"""
+    )
+    call = mod["main"].body.blocks[0].bindings[0].value
+    assert call.attrs["axes"] == (0,) and call.attrs["begin"] == (1,)
+    np.testing.assert_allclose(_run(mod, np.arange(5, dtype="float32")).numpy(), [1, 2, 3, 4])
