@@ -102,8 +102,8 @@ def merge_points_to(a: PointsTo, b: PointsTo) -> PointsTo:
 
 def _may_hold_tensor(sinfo: S.StructInfo | None) -> bool:
     """False for values that cannot be (or contain) bytes: shapes, prims, ()."""
-    if sinfo is None or isinstance(sinfo, (S.TensorStructInfo, S.ObjectStructInfo)):
-        return True
+    if sinfo is None or isinstance(sinfo, (S.TensorStructInfo, S.ObjectStructInfo, S.FuncStructInfo)):
+        return True  # a function value may be a closure holding tensors
     if isinstance(sinfo, S.TupleStructInfo):
         return any(_may_hold_tensor(f) for f in sinfo.fields)
     return False
@@ -240,6 +240,11 @@ class _Analyzer:
             eff = op_effects(callee.name)
             if eff.result is Result.NONE or not _may_hold_tensor(call.struct_info):
                 return EMPTY
+            if eff.result is Result.OPAQUE:  # a closure (or its result) holds its arguments
+                out = set(self.new_loc(var, "call"))
+                for a in call.args:
+                    out |= flatten(self.expr(a))
+                return frozenset(out)
             # at the op level every op computes a value of its own (views share
             # bytes once LegalizeOps makes them view builtins)
             origin = eff.result if eff.result in (Result.STORAGE, Result.CARVED) else Result.FRESH
@@ -268,8 +273,10 @@ class _Analyzer:
             if summary.may_return_constant:
                 out.add(CONST_LOC)
             return frozenset(out)
-        # a function value or an unknown callee: any argument, or bytes of its own
+        # a function value or an unknown callee: any argument (a closure's captured
+        # values too), or bytes of its own
         out = set(self.new_loc(var, "call"))
+        out |= flatten(self.expr(callee))
         for a in call.args:
             out |= flatten(self.expr(a))
         return frozenset(out)

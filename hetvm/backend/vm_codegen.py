@@ -238,11 +238,12 @@ class _FunctionCodegen:
                 dst = self.define(var)
                 self.code.append(B.Call(dst, ref[1], args))
                 return
-            raise HetvmError(
-                f"codegen: in {self.name}, '{callee.name_hint}' holds a function chosen at run "
-                f"time (a parameter or an If's result); hetvm's VM calls functions by name: "
-                f"call the module function itself (cls.f(x))"
-            )
+            # a function value chosen at run time (a parameter, an If's result, a closure)
+            tup = self.new_reg()
+            self.code.append(B.Call(tup, "vm.builtin.make_tuple", args))
+            dst = self.define(var)
+            self.code.append(B.Call(dst, "vm.builtin.invoke_closure", (self.arg(callee), ("r", tup))))
+            return
         raise HetvmError(f"codegen: cannot call a {type(callee).__name__} in {self.name}")
 
     def emit_op(self, var: E.Var, call: E.Call, name: str) -> None:
@@ -280,6 +281,13 @@ class _FunctionCodegen:
         elif name == "assert_op":
             builtin = "relax.run.assert_op"
             builtin_args = (self.arg(a[0]), ("i", call.attrs.get("format", "")), *(self.arg(x) for x in a[1:]))
+        elif name == "make_closure":  # (func, (captured...)): TVM binds them last
+            captured = a[1].fields if isinstance(a[1], E.Tuple) else None
+            if captured is None:
+                raise HetvmError(f"codegen: make_closure in {self.name} needs a literal tuple of captured values")
+            builtin, builtin_args = "vm.builtin.make_closure", (self.arg(a[0]), *(self.arg(x) for x in captured))
+        elif name in ("invoke_closure", "invoke_pure_closure"):
+            builtin, builtin_args = "vm.builtin.invoke_closure", (self.arg(a[0]), self.arg(a[1]))
         elif name == "to_vdevice":
             dev = sinfo_device_index(self.mod, call.struct_info)
             builtin, builtin_args = "vm.builtin.copy_to", (self.arg(a[0]), ("i", dev), ("i", None))

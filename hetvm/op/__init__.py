@@ -159,6 +159,7 @@ builds the VDevice that ``hint_on_device`` takes (``R.device``).
 """
 
 from . import builtin, elementwise, image, memory, nn, vm
+from .closure import invoke_closure, invoke_pure_closure, make_closure
 from .compat import flip, repeat, scatter_elements, std, tile, variance
 from .create import full, full_like, ones, ones_like, zeros, zeros_like
 from .datatype import astype, where
@@ -189,6 +190,9 @@ from .reduce import argmax, argmin, max, mean, min, prod, sum  # noqa: A004
 
 __all__ = [
     "builtin",
+    "make_closure",
+    "invoke_closure",
+    "invoke_pure_closure",
     "image",
     "memory",
     "nn",

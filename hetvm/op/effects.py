@@ -148,6 +148,9 @@ BUILTIN_EFFECTS: dict[str, Effects] = {
     "vm.builtin.prim_value": NO_MEMORY,
     "vm.builtin.read_cond": NO_MEMORY,
     "vm.builtin.null_value": NO_MEMORY,
+    # a closure holds its captured values; what an invocation returns may be one of them
+    "vm.builtin.make_closure": OPAQUE,
+    "vm.builtin.invoke_closure": OPAQUE,
 }
 
 

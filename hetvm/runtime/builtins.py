@@ -29,6 +29,24 @@ if TYPE_CHECKING:
 __all__ = ["Builtins"]
 
 
+class Closure:
+    """A VM function with its trailing arguments bound (TVM's ``VMClosure``):
+    calling it with ``args`` runs ``func(*args, *captured)``."""
+
+    __slots__ = ("func", "captured")
+
+    def __init__(self, func: Callable[..., Any], captured: tuple) -> None:
+        self.func = func
+        self.captured = tuple(captured)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.func(*args, *self.captured)
+
+    def __repr__(self) -> str:
+        name = getattr(getattr(self.func, "func", None), "__name__", "function")
+        return f"Closure({name}, {len(self.captured)} captured)"
+
+
 class Builtins:
     """Builtin implementations bound to one VM's state."""
 
@@ -140,6 +158,20 @@ class Builtins:
 
     def identity(self, x: Any) -> Any:
         return x
+
+    @staticmethod
+    def make_closure(func: Any, *captured: Any) -> Closure:
+        """``func`` (a function value) with its last parameters bound to ``captured``."""
+        if not callable(func):
+            raise HetvmRuntimeError(f"make_closure needs a function, got {type(func).__name__}")
+        return Closure(func, captured)
+
+    @staticmethod
+    def invoke_closure(closure: Any, args: Any) -> Any:
+        """Calls a closure or a function value with the tuple ``args``."""
+        if not callable(closure):
+            raise HetvmRuntimeError(f"invoke_closure needs a closure or a function, got {type(closure).__name__}")
+        return closure(*args)
 
     def view(self, symbol: str, src: Any, *args: Any) -> NDArray:
         """View builtin ``symbol`` of ``src`` (``reshape``, ``view_at``, ...): a

@@ -97,6 +97,8 @@ BUILTINS = (
     "read_cond",
     "null_value",
     "identity",
+    "make_closure",
+    "invoke_closure",
 )
 PRIM_OPS = ("add", "sub", "mul", "floordiv", "floormod", "min", "max", "eq", "ne", "lt", "le", "gt", "ge")
 PARAM_KINDS = ("tensor", "shape", "prim", "tuple", "object")

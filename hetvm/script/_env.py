@@ -29,6 +29,10 @@ class ModuleEnv:
     class_name: str | None = None
     function_names: list[str] = field(default_factory=list)
     global_var: Callable[[str, ast.AST], E.GlobalVar] | None = None
+    #: local functions lifted to module functions (script/_local_functions.py), by name
+    lifted: dict[str, E.Function] = field(default_factory=dict)
+    #: names of lifted functions being parsed (reserved, so nested lifts do not clash)
+    reserved: set[str] = field(default_factory=set)
 
 
 class FunctionScope:
@@ -40,6 +44,7 @@ class FunctionScope:
         self.module_aliases: set[str] = set()
         self.left_dataflow: set[str] = set()
         self.taken: set[str] = set()  # every name the source uses (for fresh names)
+        self.local_functions: dict = {}  # name -> _local_functions.LocalFunction
         self._fresh_counts: dict[str, int] = {}
 
     def lookup(self, name: str) -> E.Var | None:

@@ -20,6 +20,7 @@ from ._diag import did_you_mean
 from ._env import FunctionScope, ModuleEnv
 from ._eval_forms import FormsMixin
 from ._eval_ops import OpCallMixin
+from ._local_functions import LocalFunction
 from ._values import (
     FLOAT,
     MODULE_REF,
@@ -70,6 +71,9 @@ class Evaluator(OpCallMixin, FormsMixin):
         var = self.scope.lookup(name)
         if var is not None:
             return var
+        local = self.scope.local_functions.get(name)
+        if local is not None:
+            return local
         if name in self.env.aliases:
             return Namespace(self.env.aliases[name])
         if name == "relax":  # `from tvm import relax`: relax.const(...) is R.const(...)
@@ -283,7 +287,34 @@ class Evaluator(OpCallMixin, FormsMixin):
             return handler[func.kind](func, node)
         if isinstance(func, (E.GlobalVar, E.Var)):
             return self.function_call(func, node)
+        if isinstance(func, LocalFunction):  # a lifted local def: pass what it captured
+            return self.function_call(func.gv, node, self._captured_values(func, node))
         raise self.err(node.func, f"cannot call {describe(func)}")
+
+    def _captured_values(self, func: LocalFunction, node: ast.AST) -> tuple[E.Expr, ...]:
+        values = []
+        for name in func.captured:
+            var = self.scope.lookup(name)
+            if var is None:
+                raise self.err(
+                    node,
+                    f"local function '{func.name}' reads '{name}', which is not visible here "
+                    f"(hetvm passes it to the lifted function {func.gv.name_hint} at each use)",
+                )
+            values.append(var)
+        return tuple(values)
+
+    def local_function_value(self, func: LocalFunction, node: ast.AST) -> E.Expr:
+        """A local function used as a value: its module function, or a closure of it."""
+        captured = self._captured_values(func, node)
+        if not captured:
+            return func.gv
+        from ..op.closure import make_closure
+
+        try:
+            return self.span_of(make_closure(func.gv, E.Tuple(captured)), node)
+        except HetvmError as e:
+            raise self.err(node, str(e)) from None
 
     # ------------------------------------------------------------------
     # conversions
@@ -304,6 +335,8 @@ class Evaluator(OpCallMixin, FormsMixin):
             return E.Tuple(fields, span=self.diag.span(node))
         if isinstance(value, MatchCastForm):
             raise self.err(node, "R.match_cast(...) can only be the whole value of a binding")
+        if isinstance(value, LocalFunction):
+            return self.local_function_value(value, node)
         raise self.err(node, f"expected a Relax expression, got {describe(value)}")
 
     def to_sinfo(self, value: Any, node: ast.AST) -> S.StructInfo:
@@ -332,6 +365,8 @@ class Evaluator(OpCallMixin, FormsMixin):
             return tuple(items)
         if isinstance(value, Namespace):
             return self.to_sinfo(value, node)
+        if isinstance(value, LocalFunction):
+            return self.local_function_value(value, node)
         if isinstance(value, MatchCastForm) or value is MODULE_REF or value is FLOAT:
             raise self.err(node, f"{describe(value)} cannot be an argument")
         if isinstance(value, dict):
@@ -454,10 +489,10 @@ class Evaluator(OpCallMixin, FormsMixin):
             raise self.err(node, f"{sig} is missing argument '{missing[0]}'")
         return out
 
-    def function_call(self, func: E.Expr, node: ast.Call) -> E.Expr:
+    def function_call(self, func: E.Expr, node: ast.Call, extra: tuple[E.Expr, ...] = ()) -> E.Expr:
         if node.keywords:
             raise self.err(node.keywords[0].value, "calls of functions take positional arguments only")
-        args = tuple(self.to_expr(self.eval(a), a) for a in node.args)
+        args = tuple(self.to_expr(self.eval(a), a) for a in node.args) + extra
         call = E.Call(func, args, span=self.diag.span(node))
         try:
             return normalize(call)

@@ -20,6 +20,7 @@ from ..ir import struct_info as S
 from ..ir.structural import structural_equal
 from ._env import FunctionScope, ModuleEnv
 from ._eval import Evaluator, MatchCastForm, Namespace, is_dtype
+from ._local_functions import LocalFunction, bound_names, lifted_name, read_names
 from ._print_values import without_prim_values
 from ._values import plain_data_problem
 
@@ -107,12 +108,30 @@ def _declared_dtype(ev: Evaluator, value: ast.AST) -> str | None:
 class FunctionParser:
     """Parses one FunctionDef; ``parse()`` returns the Function."""
 
-    def __init__(self, env: ModuleEnv, fdef: ast.FunctionDef) -> None:
+    def __init__(
+        self,
+        env: ModuleEnv,
+        fdef: ast.FunctionDef,
+        *,
+        captured: list[tuple[str, S.StructInfo]] | None = None,
+        outer: FunctionScope | None = None,
+        private: bool = False,
+    ) -> None:
+        """``captured``/``outer``/``private``: for a lifted local function, the
+        enclosing variables it takes as trailing parameters and the enclosing
+        scope (its shape variables and local functions stay visible)."""
         self.env = env
         self.fdef = fdef
         self.scope = FunctionScope()
+        self.captured = list(captured or [])
+        self.force_private = private
+        if outer is not None:
+            self.scope.syms.update(outer.syms)
+            self.scope.local_functions.update(outer.local_functions)
+            self.scope.module_aliases.update(outer.module_aliases)
         self.ev = Evaluator(env, self.scope)
         self.attrs: dict[str, Any] = {}
+        self.lifted_as: str | None = None  # the module name of a lifted local function
         self.sym_decls: list[tuple[str, str]] = []
         for node in ast.walk(fdef):  # one pass: names in use and shape-variable declarations
             if isinstance(node, ast.Name):
@@ -153,7 +172,13 @@ class FunctionParser:
                 raise self.err(arg, f"duplicate parameter '{arg.arg}'")
             self.scope.bind(arg.arg, var)
             params.append(var)
+        for name, sinfo in self.captured:  # a lifted local function's captured values
+            var = E.Var(name, struct_info=sinfo, span=self.env.diag.span(fdef))
+            self.scope.bind(name, var)
+            params.append(var)
         ret = self.ev.sinfo_of(fdef.returns) if fdef.returns is not None else None
+        if self.force_private:
+            flags = {**flags, "private": True}
         return params, ret, flags
 
     def signature_sinfo(self) -> S.FuncStructInfo:
@@ -251,13 +276,48 @@ class FunctionParser:
         if isinstance(stmt, ast.Return):
             raise self.err(stmt, "return must be the last statement of the function")
         if isinstance(stmt, ast.FunctionDef):
-            raise self.err(
-                stmt,
-                f"local function '{stmt.name}': a def inside an @R.function (a closure, which TVM "
-                f"binds to a local variable) is not supported; hetvm has no closures or lambda "
-                f"lifting. Define it as a function of the module and call it as cls.{stmt.name}(...)",
-            )
+            self.local_function(stmt)
+            return
         raise self.err(stmt, f"unsupported Python syntax here: {type(stmt).__name__}")
+
+    def local_function(self, stmt: ast.FunctionDef) -> None:
+        """Lifts a local ``def`` to a private module function (see _local_functions.py)."""
+        if stmt.name in self.scope.local_functions or self.scope.lookup(stmt.name) is not None:
+            raise self.err(stmt, f"local function '{stmt.name}' reuses the name of a variable or function in scope")
+        bound = bound_names(stmt)
+        names: list[str] = []
+        for name in read_names(stmt):
+            if name in bound or name == stmt.name:
+                continue
+            other = self.scope.local_functions.get(name)
+            extra = list(other.captured) if other is not None else [name]
+            for n in extra:
+                if n not in names and isinstance(self.scope.lookup(n), E.Var):
+                    names.append(n)
+        captured = [(n, self.scope.lookup(n).struct_info) for n in names]  # type: ignore[union-attr]
+        outer_name = self.lifted_as or self.fdef.name
+        taken = set(self.env.function_names) | set(self.env.lifted) | self.env.reserved
+        name = lifted_name(outer_name, stmt.name, taken)
+        self.env.reserved.add(name)
+
+        def child() -> FunctionParser:
+            parser = FunctionParser(self.env, stmt, captured=captured, outer=self.scope, private=True)
+            parser.lifted_as = name
+            return parser
+
+        recursive = stmt.name in read_names(stmt) and stmt.name not in bound
+        if recursive:
+            sinfo = child().signature_sinfo()
+            self.scope.local_functions[stmt.name] = LocalFunction(
+                stmt.name, E.GlobalVar(name, struct_info=sinfo), tuple(names)
+            )
+        parser = child()
+        if recursive:
+            parser.scope.local_functions[stmt.name] = self.scope.local_functions[stmt.name]
+        func = parser.parse()
+        self.env.lifted[name] = func
+        gv = E.GlobalVar(name, struct_info=func.struct_info, span=self.env.diag.span(stmt))
+        self.scope.local_functions[stmt.name] = LocalFunction(stmt.name, gv, tuple(names))
 
     def _module_alias(self, stmt: ast.Assign) -> bool:
         value = stmt.value
@@ -436,6 +496,8 @@ class FunctionParser:
         frame = self.scope.frames.pop()
         for name, node in zip(outputs, out_nodes):
             var = frame.get(name)
+            if var is None and name in self.scope.local_functions:
+                continue  # a local function listed as an output (TVM binds it to a variable)
             if var is None:
                 raise self.err(node, f"R.output names '{name}', which this dataflow block does not bind")
             self.scope.bind(name, var)

@@ -99,7 +99,7 @@ TVM_DEFAULT_ARGS: dict[str, tuple[int, str]] = {
 
 #: ops whose sinfo_args TVM 0.27 prints under another keyword than the constructor's
 #: (read back through SINFO_KEYWORDS)
-TVM_SINFO_KEYWORD = {"call_pure_packed": "ty_args"}
+TVM_SINFO_KEYWORD = {"call_pure_packed": "ty_args", "invoke_closure": "ty_args", "invoke_pure_closure": "ty_args"}
 
 #: string attrs TVM prints as ``R.str(...)`` (``R.print(x, format=R.str("x: {}"))``)
 TVM_STRING_ATTRS: dict[str, tuple[str, ...]] = {"print": ("format",), "assert_op": ("format",)}

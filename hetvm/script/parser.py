@@ -87,7 +87,7 @@ class ModuleParser:
         for name in self.defs:
             self.function(name)
         return IRModule(
-            {name: self.done[name] for name in self.defs}, self.global_infos, self.attrs
+            {**{name: self.done[name] for name in self.defs}, **self.env.lifted}, self.global_infos, self.attrs
         )
 
     def _module_call(self, ev: Evaluator, call: ast.Call) -> None:
@@ -207,8 +207,9 @@ def from_source(text: str, filename: str | None = None) -> IRModule:
     try:
         if classes:
             return ModuleParser(env, classes[0]).parse()
+        env.function_names = [funcs[0].name]
         func = FunctionParser(env, funcs[0]).parse()
-        return IRModule({funcs[0].name: func})
+        return IRModule({funcs[0].name: func, **env.lifted})
     except ParseError:
         raise
     except HetvmError as e:  # pragma: no cover - every path converts; this is a safety net
@@ -252,4 +253,12 @@ def parse_function_source(
     """Parses the source of a decorated function (``@R.function``)."""
     env, stmt = _from_snippet(source, filename, first_line, env_setup)
     assert isinstance(stmt, ast.FunctionDef)
-    return FunctionParser(env, stmt).parse()
+    func = FunctionParser(env, stmt).parse()
+    if env.lifted:
+        raise env.diag.error(
+            stmt,
+            f"function '{stmt.name}' has local functions, which hetvm lifts to module functions "
+            f"({', '.join(env.lifted)}): write it inside an @I.ir_module class, or parse it "
+            f"with from_source, which returns the module",
+        )
+    return func
