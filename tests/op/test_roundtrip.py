@@ -133,6 +133,13 @@ def _samples():
         op.print(x, y, format="{} {}"), op.print(format="hi"), op.assert_op(tensor((), "bool", name="c0")), op.assert_op(E.PrimValue(P.IntImm(1, "bool")), x, format="x: {}"),
         op.call_pure_packed("f", x, sinfo_args=out),
     ]  # fmt: skip
+    fn = E.GlobalVar("f", struct_info=S.FuncStructInfo([out, S.TensorStructInfo((4, m), "float32")], out))
+    clo = Var("clo", struct_info=S.FuncStructInfo([out], out))
+    calls += [
+        op.make_closure(fn, E.Tuple((y,))),
+        op.invoke_closure(clo, E.Tuple((x,)), sinfo_args=[out]),
+        op.invoke_pure_closure(clo, E.Tuple((x,)), sinfo_args=[out]),
+    ]
     return calls
 
 
