@@ -69,10 +69,10 @@ def profile(name: str, batch: int, repeat: int, by_shape: bool, top: int, clock,
         return wrapped
 
     args = list(feeds.values())
-    plain = VirtualMachine(compiled.exe, devices=configure_runtime(setup))
+    plain = VirtualMachine(compiled.exe, devices=configure_runtime(setup), threads=_THREADS)
     codegen.bind_kernel = timed_bind
     try:
-        vm = VirtualMachine(compiled.exe, devices=configure_runtime(setup))
+        vm = VirtualMachine(compiled.exe, devices=configure_runtime(setup), threads=_THREADS)
     finally:
         codegen.bind_kernel = real_bind
 

@@ -202,7 +202,7 @@ def bench_hetvm(model, feeds, devices: str, repeat: int) -> dict:
     setup = parse_devices(devices)
     compiled = compile_program(mod, setup, want_explain=False)
     t2 = time.perf_counter()
-    vm = VirtualMachine(compiled.exe, devices=configure_runtime(setup))
+    vm = VirtualMachine(compiled.exe, devices=configure_runtime(setup), threads=_THREADS)
     args = list(feeds.values())
     holder: list = []
 

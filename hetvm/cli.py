@@ -116,8 +116,11 @@ def _run_and_report(console, model: Any, mod: Any, setup: Any, args: argparse.Na
     for note in notes:
         console.print(f"input:    {note}")
     with console.status("running"):
-        result = run(compiled, args_np, trace=False, repeat=getattr(args, "repeat", 1))
-    console.print(f"build:    {build_s:.2f} s;  run: {result.seconds * 1000:.1f} ms ({args.executor})")
+        result = run(compiled, args_np, trace=False, repeat=getattr(args, "repeat", 1),
+                     threads=getattr(args, "threads", None))  # fmt: skip
+    threads = getattr(args, "threads", None)
+    budget = f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
+    console.print(f"build:    {build_s:.2f} s;  run: {result.seconds * 1000:.1f} ms ({args.executor}{budget})")
     names = _output_names(model)
     console.table(outputs_table(result.outputs, names))
     if getattr(args, "save_outputs", None):
@@ -345,6 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
     _inputs_args(p)
     p.add_argument("--executor", choices=("vm", "graph"), default="vm")
     p.add_argument("--repeat", type=_positive_int, default=1, help="run N times, report the last")
+    p.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+                   help="one budget of N threads for BLAS and generated kernels (default: as the process has it)")  # fmt: skip
     p.add_argument("--save-outputs", metavar="FILE.npz", help="save the outputs")
     p.set_defaults(func=cmd_run)
 

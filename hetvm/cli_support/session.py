@@ -173,14 +173,22 @@ def to_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def run(compiled: Compiled, args: Sequence[np.ndarray], trace: bool = True, repeat: int = 1) -> RunResult:
-    """Runs ``main`` (VM or graph executor); times the last of ``repeat`` calls."""
+def run(compiled: Compiled, args: Sequence[np.ndarray], trace: bool = True, repeat: int = 1,
+        threads: int | None = None) -> RunResult:  # fmt: skip
+    """Runs ``main`` (VM or graph executor); times the last of ``repeat`` calls;
+    ``threads``: the thread budget of BLAS and generated kernels (None: as the
+    process has it)."""
     devices = configure_runtime(compiled.setup)
     if compiled.executor == "graph":
-        return _run_graph(compiled, args, devices, repeat)
+        from ..runtime.threads import ThreadBudget
+
+        if threads is None:
+            return _run_graph(compiled, args, devices, repeat)
+        with ThreadBudget(threads):
+            return _run_graph(compiled, args, devices, repeat)
     from ..runtime.vm import VirtualMachine
 
-    vm = VirtualMachine(compiled.exe, devices=devices, trace=trace)
+    vm = VirtualMachine(compiled.exe, devices=devices, trace=trace, threads=threads)
     out = None
     seconds = 0.0
     for _ in range(max(1, repeat)):

@@ -1,10 +1,12 @@
 """The virtual machine: runs an Executable's functions on real device memory.
 
 ``VirtualMachine(exe, devices=None, allocator="pooled", poison=False, trace=False,
-pool_options=None)`` maps the executable's devices to runtime devices (in order),
-gives each device an allocator (``pool_options`` configure a pooled one:
-``max_pool_bytes``, ``idle_calls``, see :mod:`.pool`), and compiles every
-function once (see :mod:`.codegen`).
+pool_options=None, threads=None)`` maps the executable's devices to runtime
+devices (in order), gives each device an allocator (``pool_options`` configure
+a pooled one: ``max_pool_bytes``, ``idle_calls``, see :mod:`.pool`), and
+compiles every function once (see :mod:`.codegen`). ``threads=n`` runs every
+call under one budget of ``n`` threads shared by BLAS and the generated kernels
+(see :mod:`.threads`); None leaves the process's thread pools as they are.
 ``vm["main"](*args)`` / ``vm.invoke("main", *args)`` take NumPy arrays or
 NDArrays and return NDArrays (tuples as tuples).
 
@@ -35,6 +37,7 @@ from .device import Device, device, get_api
 from .memory import Allocator, make_allocator
 from .ndarray import NDArray
 from .shapes import ShapeBinder
+from .threads import ThreadBudget, check_threads
 from .values import check_value
 from .vm_state import CallState, VMState
 
@@ -52,6 +55,7 @@ class VirtualMachine:
         poison: bool = False,
         trace: bool = False,
         pool_options: dict[str, Any] | None = None,
+        threads: int | None = None,
     ) -> None:
         if not isinstance(exe, Executable):
             raise HetvmRuntimeError(f"VirtualMachine needs an Executable, got {type(exe).__name__}")
@@ -59,6 +63,8 @@ class VirtualMachine:
         self.exe = exe
         self.poison = bool(poison)
         self.trace = bool(trace)
+        self.threads = check_threads(threads, "VirtualMachine(threads=...)")
+        self._budget = ThreadBudget(self.threads) if self.threads is not None else None
         self.exe_devices = self._resolve_devices(devices)
         check_plan_fits(exe, self.exe_devices)
         self._allocators: dict[Device, Allocator] = {}
@@ -125,6 +131,8 @@ class VirtualMachine:
         outer_trace = getattr(self._tls, "call", None) if self.trace else None
         if self.trace:
             self._tls.call = call
+        budget = self._budget
+        token = budget.apply() if budget is not None else None
         try:
             # kernels give IEEE results (log(0) = -inf, 0/0 = nan) without NumPy's
             # warnings, as ONNX Runtime and TVM do: a model's masked rows are not errors
@@ -140,6 +148,8 @@ class VirtualMachine:
                 raise
             raise located from exc
         finally:
+            if budget is not None:
+                budget.restore(token)
             with self._busy_lock:
                 self._busy -= 1
             if self.trace:

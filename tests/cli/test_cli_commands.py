@@ -34,6 +34,16 @@ def test_run_reports_outputs_and_memory_on_cpu(capsys, demo_onnx):
     assert "cpu:0" in out
 
 
+def test_run_takes_a_thread_budget(capsys, demo_onnx):
+    code, out, err = run_cli(capsys, "run", demo_onnx, "--plain", "--threads", "1")
+    assert code == 0, err
+    assert "(vm, 1 thread)" in out
+    with pytest.raises(SystemExit) as info:
+        main(["run", demo_onnx, "--threads", "0"])
+    assert info.value.code == 2
+    assert "must be at least 1" in capsys.readouterr().err
+
+
 def test_run_with_input_file_and_saved_outputs(capsys, demo_onnx, tmp_path):
     x = np.random.default_rng(1).standard_normal((2, 3, 32, 32)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
