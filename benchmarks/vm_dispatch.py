@@ -6,14 +6,20 @@ next to calling ``np.add(a, b, out=c)`` directly in a Python loop, in one run
 (the floor: no allocation, no kill). Then the same chain written in TVMScript
 and built by ``hetvm.build`` -- what a user's program costs -- unfused (FuseOps
 off: alloc, kernel and kill per op) and as FuseOps groups it, next to a Python
-loop of ``np.add`` (allocating) and of ``np.add(out=)``, interleaved.
-Prints figures only; speed is never asserted in tests.
+loop of ``np.add`` (allocating) and of ``np.add(out=)``, interleaved; with
+Numba installed, FuseOps with generated kernels too (``HETVM_NUMBA=1`` for that
+build). Prints figures only; speed is never asserted in tests.
 
-    python benchmarks/vm_dispatch.py [N] [repeats]
+    python benchmarks/vm_dispatch.py [N] [repeats] [--clock wall|cpu]
+
+``--clock cpu`` times with this thread's CPU time (``time.thread_time``), which
+other processes on a shared machine do not inflate (everything here runs on one
+thread); ``wall`` (the default) with ``perf_counter``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -40,19 +46,28 @@ def build_chain(n: int) -> Executable:
     return Executable([{"kind": "cpu", "index": 0, "memory_scope": "global"}], [], {"main": main})
 
 
+CLOCK = time.perf_counter
+WARMUP = 10  # calls before timing (see bench_built)
+
+
 def bench_direct(n: int, a: np.ndarray, b: np.ndarray) -> float:
     c = np.empty_like(a)
     d = np.empty_like(a)
     add = np.add
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     add(a, b, out=c)
     for _ in range(n - 1):
         add(c, b, out=d)
         c, d = d, c
-    return time.perf_counter() - t0
+    return CLOCK() - t0
 
 
 def main(argv: list[str]) -> None:
+    global CLOCK
+    if "--clock" in argv:
+        i = argv.index("--clock")
+        CLOCK = {"wall": time.perf_counter, "cpu": time.thread_time}[argv[i + 1]]
+        argv = argv[:i] + argv[i + 2 :]
     n = int(argv[1]) if len(argv) > 1 else 10_000
     repeats = int(argv[2]) if len(argv) > 2 else 7
     exe = build_chain(n)
@@ -63,15 +78,18 @@ def main(argv: list[str]) -> None:
     one = hetvm.nd.array(np.ones(1, "float32"))
     out = vm["main"](x, one)
     assert out.numpy()[0] == n, out.numpy()
+    for _ in range(WARMUP):
+        vm["main"](x, one)
     vm_t, np_t = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         vm["main"](x, one)
-        vm_t.append(time.perf_counter() - t0)
+        vm_t.append(CLOCK() - t0)
         np_t.append(bench_direct(n, x.numpy(), one.numpy()))
     vm_us = min(vm_t) / n * 1e6
     np_us = min(np_t) / n * 1e6
-    print(f"chain of {n} one-element adds, best of {repeats} (load/compile {load_s * 1e3:.1f} ms)")
+    clock = "CPU time" if CLOCK is time.thread_time else "wall time"
+    print(f"chain of {n} one-element adds, best of {repeats}, {clock} (load/compile {load_s * 1e3:.1f} ms)")
     print(f"  VM          : {vm_us:.3f} us/op")
     print(f"  direct NumPy: {np_us:.3f} us/op  (np.add(a, b, out=c) in a loop)")
     print(f"  ratio VM/NumPy: {vm_us / np_us:.2f}  (target <= 1.5)")
@@ -96,12 +114,22 @@ def bench_built(n: int, repeats: int) -> None:
     """The same chain written in TVMScript and built by ``hetvm.build`` (alloc,
     kernel and kill per op), unfused and as FuseOps groups it, against a Python
     loop of ``np.add`` (allocating, as the program does) and of ``np.add(out=)``."""
+    from hetvm.kernels import codegen_numba
     from hetvm.script import from_source
     from hetvm.transform import PassContext
 
     mod = from_source(tvmscript_chain(n))
     builds = {}
-    for label, disabled in (("unfused", ["FuseOps"]), ("FuseOps", [])):
+    variants = [("unfused", ["FuseOps"], "0"), ("FuseOps", [], "0")]
+    try:
+        import numba  # noqa: F401
+
+        variants.append(("FuseOps+Numba", [], "1"))
+    except ImportError:
+        print("(numba is not installed: no generated-kernel variant)")
+    for label, disabled, use_numba in variants:
+        os.environ["HETVM_NUMBA"] = use_numba
+        codegen_numba._checked = False  # re-read HETVM_NUMBA for this build and VM
         t0 = time.perf_counter()
         with PassContext(disabled_pass=disabled):
             exe = hetvm.build(mod)
@@ -112,17 +140,21 @@ def bench_built(n: int, repeats: int) -> None:
     one = np.ones(1, "float32")
     for vm, _, _ in builds.values():
         assert vm["main"](x, one).numpy()[0] == n
+        # warm-up: CPython specialises a function's bytecode only after it has run
+        # several times, and each generated line runs once per call
+        for _ in range(WARMUP):
+            vm["main"](x, one)
     times: dict[str, list[float]] = {k: [] for k in (*builds, "np.add", "np.add(out=)")}
     for _ in range(repeats):  # interleaved: every variant once per round
         for label, (vm, _, _) in builds.items():
-            t0 = time.perf_counter()
+            t0 = CLOCK()
             vm["main"](x, one)
-            times[label].append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
+            times[label].append(CLOCK() - t0)
+        t0 = CLOCK()
         v = np.add(x, one)
         for _ in range(n - 1):
             v = np.add(v, one)
-        times["np.add"].append(time.perf_counter() - t0)
+        times["np.add"].append(CLOCK() - t0)
         times["np.add(out=)"].append(bench_direct(n, x, one))
     base = min(times["np.add"])
     print(f"\n{n} adds written in TVMScript, built by hetvm.build, best of {repeats}, interleaved")
@@ -131,7 +163,7 @@ def bench_built(n: int, repeats: int) -> None:
         if label in builds:
             _, build_s, count = builds[label]
             extra = f"  (build {build_s:.2f} s, {count} instructions)"
-        print(f"  {label:13s}: {min(ts) / n * 1e6:7.3f} us/op  ratio to np.add loop {min(ts) / base:5.2f}{extra}")
+        print(f"  {label:14s}: {min(ts) / n * 1e6:7.3f} us/op  ratio to np.add loop {min(ts) / base:5.2f}{extra}")
 
 
 if __name__ == "__main__":

@@ -156,10 +156,11 @@ def check_broadcast(inputs: Sequence[Any], out: Any) -> None:
 
 class NumpyRunner:
     """``run_numpy`` with the work done once: each step's kernel bound (a bare
-    ufunc for the binary ops) at construction, each step's shape per distinct
-    set of input shapes at its first call. A long chain then costs one
-    allocation and one kernel call per step, less than the unfused ops (which
-    also allocate, and are killed, through the VM)."""
+    ufunc for the binary ops) at construction; per distinct set of input shapes,
+    at its first call, each step's shape and a straight-line function that runs
+    the steps with their temporaries reused (a step writes a buffer whose value
+    no later step reads, never one of its own operands). A long chain then costs
+    one kernel call per step and a few allocations per call."""
 
     def __init__(self, xp: Any, program: Sequence[Sequence[Any]]) -> None:
         from .registry import bind_kernel
@@ -176,7 +177,7 @@ class NumpyRunner:
                 self.steps.append((None, refs, dtype, xp.asarray(params[0], dtype=dtype)))
             else:
                 self.steps.append((bind_kernel(op, "cpu", xp, step_attrs(op, dtype, params)), refs, dtype, None))
-        self.shapes: dict[tuple, list[tuple[int, ...]]] = {}
+        self.plans: dict[tuple, tuple[tuple[int, ...], Any]] = {}
 
     def _shapes(self, inputs: Sequence[Any], out: Any) -> list[tuple[int, ...]]:
         check_broadcast(inputs, out)
@@ -188,25 +189,72 @@ class NumpyRunner:
             shapes.append(np.broadcast_shapes(*(tuple(inputs[i].shape) if is_in else shapes[i] for is_in, i in refs)))
         return shapes
 
+    def _plan(self, inputs: Sequence[Any], out: Any) -> Any:
+        """The straight-line function for these input shapes (see the class doc).
+
+        Its source is made here from the program's structure only: every name in
+        it (kernels, shapes, dtypes, constants) is a generated identifier bound in
+        its namespace, never text from the program."""
+        shapes = self._shapes(inputs, out)
+        steps = self.steps
+        last = len(steps) - 1
+        last_read = [-1] * len(steps)
+        for k, (_, refs, _, _) in enumerate(steps):
+            for is_in, i in refs:
+                if not is_in:
+                    last_read[i] = k
+        ns: dict[str, Any] = {"__builtins__": {}, "_empty": self.xp.empty}
+        names: list[str] = []  # the local holding each step's value
+        free: dict[tuple, list[str]] = {}
+        n_buffers = 0
+        lines = []
+        for k, (kernel, refs, dtype, value) in enumerate(steps):
+            if value is not None:
+                ns[f"c{k}"] = value
+                names.append(f"c{k}")
+            else:
+                operands = [f"x{i}" if is_in else names[i] for is_in, i in refs]
+                if k == last:
+                    dst = "out"
+                else:
+                    spot = (shapes[k], dtype)
+                    pool = free.get(spot)
+                    if pool:
+                        dst = pool.pop()
+                    else:
+                        dst = f"b{n_buffers}"
+                        n_buffers += 1
+                        ns[f"s{dst}"], ns[f"d{dst}"] = shapes[k], dtype
+                        lines.append(f"    {dst} = _empty(s{dst}, d{dst})")
+                ns[f"k{k}"] = kernel
+                lines.append(f"    k{k}({', '.join([*operands, dst])})")
+                names.append(dst)
+            # values read for the last time here give their buffer back (after the step)
+            for i in sorted({i for is_in, i in refs if not is_in}):
+                if last_read[i] == k and names[i].startswith("b"):
+                    free.setdefault((shapes[i], steps[i][2]), []).append(names[i])
+            if last_read[k] == -1 and k != last and names[k].startswith("b"):
+                free.setdefault((shapes[k], dtype), []).append(names[k])
+        if steps[last][3] is not None:  # the last step is a constant
+            ns["_store"] = _store_into
+            lines.append(f"    _store(out, {names[last]})")
+        params = ", ".join([f"x{i}" for i in range(len(inputs))] + ["out"])
+        source = f"def run({params}):\n" + "\n".join(lines or ["    pass"]) + "\n"
+        exec(compile(source, "<hetvm-fused-numpy>", "exec"), ns)  # noqa: S102 - generated above
+        return tuple(shapes[-1]) if steps[last][3] is None else tuple(out.shape), ns["run"]
+
     def __call__(self, *args: Any) -> None:
         out = args[-1]
         inputs = args[:-1]
         key = tuple(a.shape for a in inputs)
-        shapes = self.shapes.get(key)
-        if shapes is None or tuple(out.shape) != shapes[-1]:
-            shapes = self.shapes[key] = self._shapes(inputs, out)
-        empty = self.xp.empty
-        values: list[Any] = []
-        last = len(self.steps) - 1
-        for k, (kernel, refs, dtype, value) in enumerate(self.steps):
-            if value is not None:
-                values.append(value)
-                continue
-            dst = out if k == last else empty(shapes[k], dtype=dtype)
-            kernel(*[inputs[i] if is_in else values[i] for is_in, i in refs], dst)
-            values.append(dst)
-        if values[-1] is not out:  # the last step is a constant
-            out[...] = values[-1]
+        plan = self.plans.get(key)
+        if plan is None or out.shape != plan[0]:
+            plan = self.plans[key] = self._plan(inputs, out)
+        plan[1](*args)
+
+
+def _store_into(out: Any, value: Any) -> None:
+    out[...] = value
 
 
 def run_numpy(xp: Any, program: Sequence[Sequence[Any]], inputs: Sequence[Any], out: Any) -> None:

@@ -43,6 +43,7 @@ from .bytecode import (
     format_instruction,
 )
 from .device import get_api
+from .direct_views import DirectViews, make_carver, plan_direct_views
 from .memory import Storage
 from .ndarray import NDArray, ShapeTuple
 from .shapes import compile_prim, validate_prim
@@ -105,6 +106,8 @@ class _Emitter:
         self.lines: list[tuple[int, str, int | None]] = []
         self._ids = itertools.count()
         self.tensor_regs = self._tensor_registers()
+        self.direct = DirectViews()  # set by body() for a straight-line function
+        self.param_data: dict[int, str] = {}  # tensor parameter -> local of its _data
 
     # -- helpers -------------------------------------------------------------
     def bind(self, value: Any, prefix: str = "_k") -> str:
@@ -209,11 +212,22 @@ class _Emitter:
     def instruction(self, pc: int, ins: Any, ind: int) -> None:
         if self.state.trace:
             self.emit(ind, f"C.where = ({self.bind(self.func.name)}, {pc})", pc)
+        direct = self.direct
         if isinstance(ins, KernelCall):
             self.kernel_call(pc, ins, ind)
         elif isinstance(ins, Call):
+            if ins.dst in direct.tensors:
+                return  # carved with its storage
             self.call(pc, ins, ind)
+            views = direct.by_storage.get(ins.dst)
+            if views:
+                specs = [direct.tensors[r][1:] for r in views]
+                carve = self.bind(make_carver(specs, f"function '{self.func.name}', pc {pc}"), "_V")
+                names = "".join(f"d{r}, " for r in views)
+                self.emit(ind, f"{names}= {carve}(r{ins.dst})", pc)
         elif isinstance(ins, Kill):
+            if ins.reg in direct.tensors or pc in direct.moved_kills:
+                return  # a direct view has no count; a moved kill runs later
             kill = "C.kill" if self.state.trace or self.state.poison else "_kill"
             self.emit(ind, f"{kill}(r{ins.reg}); r{ins.reg} = None", pc)
         elif isinstance(ins, Ret):
@@ -319,7 +333,11 @@ class _Emitter:
         conv = self.bind(_arg_converter(dev, ins, where), "_M")
         args = []
         for pos, (tag, value) in enumerate(ins.args):
-            if tag == "r" and value in self.tensor_regs:
+            if tag == "r" and value in self.direct.tensors:
+                args.append(f"d{value}")  # same device: checked by the plan
+            elif tag == "r" and value in self.param_data and self.tensor_regs.get(value) is dev:
+                args.append(self.param_data[value])
+            elif tag == "r" and value in self.tensor_regs:
                 r = f"r{value}"
                 static = self.tensor_regs[value]
                 if static is dev:  # proven at compile time
@@ -333,6 +351,22 @@ class _Emitter:
             else:
                 args.append(self.bind(_kernel_immediate(value), "_i"))
         self.emit(ind, f"{kern}({', '.join(args)})", pc)
+
+    def _hoisted_params(self) -> dict[int, str]:
+        """Tensor parameters of a straight-line function that are never redefined
+        nor killed: their backend array is read once, at entry, into a local."""
+        n = len(self.func.params)
+        touched = set()
+        for ins in self.func.instructions:
+            if isinstance(ins, Call) and ins.dst is not None:
+                touched.add(ins.dst)
+            elif isinstance(ins, Kill):
+                touched.add(ins.reg)
+        return {
+            r: f"p{r}"
+            for r in range(n)
+            if r not in touched and self.tensor_regs.get(r) is not None
+        }
 
     # -- whole function ----------------------------------------------------------
     def body(self) -> None:
@@ -348,8 +382,19 @@ class _Emitter:
                 leaders.add(pc + 1)
         starts = sorted(leaders)
         if len(starts) == 1:  # straight line
+            if not (self.state.trace or self.state.poison):
+                self.direct = plan_direct_views(self.func, self.state.exe.functions)
+                self.param_data = self._hoisted_params()
+                for r, local in self.param_data.items():
+                    self.emit(1, f"{local} = r{r}._data", None)
+            after: dict[int, list[int]] = {}
+            for kill_pc, last in self.direct.moved_kills.items():
+                after.setdefault(last, []).append(kill_pc)
             for pc, ins in enumerate(instrs):
                 self.instruction(pc, ins, 1)
+                for kill_pc in after.get(pc, ()):
+                    reg = instrs[kill_pc].reg
+                    self.emit(1, f"_kill(r{reg}); r{reg} = None", kill_pc)
             return
         self.emit(1, "_b = 0", None)
         self.emit(1, "while True:", None)

@@ -1,0 +1,141 @@
+"""Direct views: planned tensors read only by kernels run as backend arrays
+carved once with their storage, with no alloc_tensor and no kill at run time."""
+
+import numpy as np
+import pytest
+
+import hetvm
+from hetvm.runtime.bytecode import Call, Executable, KernelCall, Kill, Ret, VMFunction
+from hetvm.script import from_source
+from hetvm.transform import PassContext
+
+B = "vm.builtin."
+F32 = "float32"
+CPU = {"kind": "cpu", "index": 0, "memory_scope": "global"}
+
+
+def r(i):
+    return ("r", i)
+
+
+def imm(v):
+    return ("i", v)
+
+
+def tensor(shape):
+    return {"kind": "tensor", "shape": shape, "dtype": F32, "device": 0}
+
+
+CHAIN = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32"), y: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        a = R.add(x, y)
+        b = R.multiply(a, y)
+        c = R.subtract(b, x)
+        d = R.add(c, a)
+        return d
+"""
+
+
+def _built_chain(**vm_kwargs):
+    with PassContext(disabled_pass=["FuseOps"]):
+        exe = hetvm.build(from_source(CHAIN))
+    return hetvm.VirtualMachine(exe, **vm_kwargs)
+
+
+@pytest.mark.parametrize("allocator", ["pooled", "naive"])
+def test_built_chain_runs_its_intermediates_as_direct_views(allocator):
+    vm = _built_chain(allocator=allocator)
+    src = vm.source("main")
+    assert "= _V" in src  # carved with the storage
+    kernel_lines = [line for line in src.splitlines() if "_K" in line]
+    assert any(" d" in line or "(d" in line for line in kernel_lines), src
+    rng = np.random.default_rng(0)
+    for _ in range(3):  # the views carved at the first call serve the next ones
+        x, y = rng.standard_normal((2, 4)).astype(F32)
+        a = x + y
+        np.testing.assert_allclose(vm["main"](x, y).numpy(), a * y - x + a, rtol=1e-6)
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0  # results dropped above
+
+
+def test_poison_and_trace_keep_every_kill():
+    for kwargs in ({"poison": True}, {"trace": True}):
+        vm = _built_chain(**kwargs)
+        src = vm.source("main")
+        assert "= _V" not in src and "C.kill" in src, kwargs
+        x = np.arange(4, dtype=F32)
+        np.testing.assert_allclose(vm["main"](x, x).numpy(), (2 * x) * x - x + 2 * x)
+
+
+def test_storage_kill_waits_for_the_last_kernel_reading_its_views():
+    """main(x): t = exp(x) in S; kill S; u = -x in a new storage S2; return t + u.
+    A view holds no count on its block: had S gone back to the pool at its kill,
+    S2 would get the same bytes and u would overwrite t."""
+    instrs = [
+        Call(1, B + "alloc_storage", (imm([16]), imm(0), imm("global"))),
+        Call(2, B + "alloc_tensor", (r(1), imm(0), imm([4]), imm(F32))),
+        KernelCall("exp", {}, 0, (r(0), r(2)), 1),
+        Kill(1),
+        Call(3, B + "alloc_storage", (imm([16]), imm(0), imm("global"))),
+        Call(4, B + "alloc_tensor", (r(3), imm(0), imm([4]), imm(F32))),
+        KernelCall("negative", {}, 0, (r(0), r(4)), 1),
+        Kill(3),
+        Call(5, B + "alloc_tensor_direct", (imm([4]), imm(F32), imm(0))),
+        KernelCall("add", {}, 0, (r(2), r(4), r(5)), 1),
+        Kill(2),
+        Kill(4),
+        Ret(5),
+    ]
+    main = VMFunction("main", ["x"], [tensor([4])], 6, instrs, {})
+    vm = hetvm.VirtualMachine(Executable([CPU], [], {"main": main}))
+    src = vm.source("main")
+    assert "d2, = _V" in src and "d4, = _V" in src
+    x = np.linspace(-1, 1, 4, dtype=F32)
+    for _ in range(2):
+        np.testing.assert_allclose(vm["main"](x).numpy(), np.exp(x) - x, rtol=1e-6)
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
+
+
+def test_a_tensor_that_leaves_the_kernels_keeps_its_ndarray():
+    """Returned, passed to a builtin or a function: the NDArray path, not a view."""
+    instrs = [
+        Call(1, B + "alloc_storage", (imm([32]), imm(0), imm("global"))),
+        Call(2, B + "alloc_tensor", (r(1), imm(0), imm([4]), imm(F32))),
+        KernelCall("exp", {}, 0, (r(0), r(2)), 1),
+        Call(3, B + "alloc_tensor", (r(1), imm(16), imm([4]), imm(F32))),
+        KernelCall("negative", {}, 0, (r(2), r(3)), 1),
+        Call(4, B + "make_tuple", (r(3),)),
+        Kill(1),
+        Ret(4),
+    ]
+    main = VMFunction("main", ["x"], [tensor([4])], 5, instrs, {})
+    vm = hetvm.VirtualMachine(Executable([CPU], [], {"main": main}))
+    src = vm.source("main")
+    assert "d2, = _V" in src  # read by kernels only
+    assert "d3" not in src and "r3 = _A" in src  # leaves in a tuple
+    x = np.linspace(-1, 1, 4, dtype=F32)
+    (out,) = vm["main"](x)
+    np.testing.assert_allclose(out.numpy(), -np.exp(x), rtol=1e-6)
+    again = vm["main"](x)[0]
+    assert not np.shares_memory(again._data, out._data)  # the held block is not reused
+    np.testing.assert_allclose(out.numpy(), -np.exp(x), rtol=1e-6)
+
+
+def test_a_failing_kernel_on_a_direct_view_frees_the_call_and_names_the_pc():
+    instrs = [
+        Call(1, B + "alloc_storage", (imm([16]), imm(0), imm("global"))),
+        Call(2, B + "alloc_tensor", (r(1), imm(0), imm([4]), imm(F32))),
+        KernelCall("exp", {}, 0, (r(0), r(2)), 1),
+        Call(3, B + "alloc_tensor_direct", (imm([3]), imm(F32), imm(0))),
+        KernelCall("add", {}, 0, (r(2), r(2), r(3)), 1),  # (4,) does not fit in (3,)
+        Kill(1),
+        Ret(3),
+    ]
+    main = VMFunction("main", ["x"], [tensor([4])], 4, instrs, {})
+    vm = hetvm.VirtualMachine(Executable([CPU], [], {"main": main}))
+    assert "d2, = _V" in vm.source("main")
+    with pytest.raises(hetvm.HetvmError, match="pc 4"):
+        vm["main"](np.ones(4, F32))
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
