@@ -8,7 +8,7 @@ a shared machine do not inflate (the kernels are single-threaded at
 ``--threads 1``); ``--clock wall`` uses ``perf_counter``. Figures are printed,
 never asserted.
 
-    python benchmarks/kernels_profile.py [--models squeezenet,resnet50]
+    python benchmarks/kernels_profile.py [--models squeezenet,resnet50,mobilenet_v3_dynamo]
                                          [--batch 1] [--repeat 5] [--threads 1]
                                          [--by-shape] [--top 15] [--clock cpu|wall]
                                          [--vs-ort]
@@ -30,8 +30,7 @@ from collections import defaultdict  # noqa: E402
 
 
 def profile(name: str, batch: int, repeat: int, by_shape: bool, top: int, clock, vs_ort: bool) -> None:
-    import onnx
-    from onnx_models import encoder_model, feeds_for, light_path, with_batch
+    from onnx_models import load_model
 
     import hetvm.runtime.codegen as codegen
     from hetvm.cli_support.placement import parse_devices
@@ -39,12 +38,7 @@ def profile(name: str, batch: int, repeat: int, by_shape: bool, top: int, clock,
     from hetvm.frontend import from_onnx
     from hetvm.runtime.vm import VirtualMachine
 
-    if name == "encoder":
-        model = encoder_model(batch)
-    else:
-        base = onnx.load(light_path(name))
-        model = base if batch == 1 else with_batch(base, batch)
-    feeds = feeds_for(model)
+    model, feeds = load_model(name, batch)
     setup = parse_devices("cpu")
     compiled = compile_program(from_onnx(model), setup, want_explain=False)
 

@@ -1,25 +1,33 @@
 """hetvm against ONNX Runtime on real models (figures printed, never asserted).
 
 For each light model that ships with the ``onnx`` package and a transformer
-encoder built with ``onnx.helper``, at batch 1 and 8, in one run:
+encoder built with ``onnx.helper`` (at batch 1 and 8), and with ``--corpus``
+each model of the exported corpus (tests/frontend/exported/, at the first
+setting of its manifest: batch 1), in one run:
 
-* hetvm's and ONNX Runtime's median latency (CPU, the same thread count for
-  both: BLAS threads for NumPy, ``intra_op_num_threads`` for ORT) and their ratio;
+* hetvm's and ONNX Runtime's median latency, timed interleaved (one call of
+  each per round, so a load change on a shared machine hits both), with the
+  same thread count (hetvm's thread budget for BLAS and generated kernels,
+  ``intra_op_num_threads`` for ORT) and their ratio;
 * hetvm's memory: the planner's lower bound and planned bytes, and the peak the
   VM measured (all devices together);
-* output agreement with ORT (max |difference| and allclose at rtol 1e-3, atol 1e-5).
+* output agreement with ORT (max |difference| and allclose at rtol 1e-3, atol 1e-5);
+* at the end, the median and worst ratio over the rows at batch 1.
 
-    python benchmarks/onnx_models.py [--threads 1] [--repeat 5] [--batches 1,8]
-                                     [--models squeezenet,encoder] [--devices cpu]
-                                     [--ort-level all|extended|basic]
+    python benchmarks/onnx_models.py [--threads 2] [--repeat 5] [--batches 1,8]
+                                     [--models squeezenet,encoder] [--corpus] [--stat min]
+                                     [--devices cpu] [--ort-level all|extended|basic]
 
+``--models ''`` with ``--corpus`` runs the corpus alone; a corpus model can also
+be named in ``--models`` by its file name without ``.onnx`` (``resnet_legacy``).
+``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` are removed from the environment
+before NumPy loads (a core type forced for another machine skews BLAS).
 ``--ort-level extended`` times ORT without its NCHWc layout transform (blocked
 direct convolutions): the im2col + SGEMM path hetvm also takes, which shows how
 much of ORT's lead is that one kernel family.
 
 The ORT columns are left out when onnxruntime is not installed
-(``pip install onnxruntime``). Issue 7's target: latency at most 1.5x ORT's
-on the convolutional models.
+(``pip install onnxruntime``).
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ def _set_threads(argv: list[str]) -> int:
             threads = int(a.split("=", 1)[1])
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
         os.environ[var] = str(threads)
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        os.environ.pop(var, None)
     return threads
 
 
@@ -179,21 +189,58 @@ def feeds_for(model, seed: int = 0) -> dict[str, np.ndarray]:
     return out
 
 
-def _median_seconds(fn, repeat: int) -> float:
-    fn()  # warm-up (pools, caches)
-    times = []
+def corpus_names() -> list[str]:
+    """The exported corpus's models, by file name without ``.onnx``."""
+    from hetvm.testing.exported_corpus import load_manifest
+
+    return [f[: -len(".onnx")] for f in sorted(load_manifest())]
+
+
+def load_model(name: str, batch: int):
+    """(ONNX model, feeds) of a light model, the encoder or a corpus model (whose
+    inputs are those of its manifest's first setting; ``batch`` is ignored)."""
+    import onnx
+
+    if name == "encoder":
+        model = encoder_model(batch)
+        return model, feeds_for(model)
+    if name in LIGHT:
+        base = onnx.load(light_path(name))
+        model = base if batch == 1 else with_batch(base, batch)
+        return model, feeds_for(model)
+    from hetvm.testing.exported_corpus import CORPUS_DIR, draw_inputs, load_manifest
+
+    entry = load_manifest().get(name + ".onnx")
+    if entry is None:
+        raise SystemExit(f"unknown model {name!r}: not a light model, 'encoder' or a corpus model")
+    model = onnx.load(os.path.join(CORPUS_DIR, entry["file"]))
+    return model, draw_inputs(entry, entry["settings"][0], 0)
+
+
+def interleaved_medians(fns: list, repeat: int, stat=statistics.median) -> list[float]:
+    """Median (or ``stat``) seconds of each callable, timed one call of each per
+    round (after warm-up rounds: pools, caches, CPython's specialisation of
+    generated code)."""
+    for fn in fns:
+        for _ in range(3):
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for fn, ts in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return [stat(ts) for ts in times]
 
 
-def bench_hetvm(model, feeds, devices: str, repeat: int) -> dict:
+def prepare_hetvm(model, feeds, devices: str) -> dict:
+    """Imports and builds ``model``; ``call`` runs it once (the VM under the
+    benchmark's thread budget), ``finish()`` gives outputs and memory figures."""
     from hetvm.cli_support.placement import parse_devices
     from hetvm.cli_support.reports import memory_rows, plan_of
     from hetvm.cli_support.session import compile_program, configure_runtime
     from hetvm.frontend import from_onnx
+    from hetvm.runtime.device import cpu
     from hetvm.runtime.vm import VirtualMachine
 
     t0 = time.perf_counter()
@@ -209,19 +256,15 @@ def bench_hetvm(model, feeds, devices: str, repeat: int) -> dict:
     def call() -> None:
         holder[:] = [vm["main"](*args)]
 
-    seconds = _median_seconds(call, repeat)
-    out = holder[0]
-    outs = list(out) if isinstance(out, tuple) else [out]
-    arrays = []
-    from hetvm.runtime.device import cpu
+    def finish() -> dict:
+        out = holder[0]
+        outs = list(out) if isinstance(out, tuple) else [out]
+        arrays = [(o.copyto(cpu(0)) if o.device.kind != "cpu" else o).numpy() for o in outs]
+        rows = memory_rows(plan_of(compiled.exe), vm.memory_report())
+        total = {k: sum(r.get(k) or 0 for r in rows) for k in ("lower_bound", "planned", "peak")}
+        return {"import_s": t1 - t0, "build_s": t2 - t1, "outputs": arrays, **total}
 
-    for o in outs:
-        if o.device.kind != "cpu":
-            o = o.copyto(cpu(0))
-        arrays.append(o.numpy())
-    rows = memory_rows(plan_of(compiled.exe), vm.memory_report())
-    total = {k: sum(r.get(k) or 0 for r in rows) for k in ("lower_bound", "planned", "peak")}
-    return {"seconds": seconds, "import_s": t1 - t0, "build_s": t2 - t1, "outputs": arrays, **total}
+    return {"call": call, "finish": finish}
 
 
 # ORT graph optimisation levels: "all" (ORT's default) includes the NCHWc layout
@@ -230,7 +273,8 @@ def bench_hetvm(model, feeds, devices: str, repeat: int) -> dict:
 ORT_LEVELS = ("all", "extended", "basic")
 
 
-def bench_ort(model, feeds, threads: int, repeat: int, level: str = "all") -> dict | None:
+def prepare_ort(model, feeds, threads: int, level: str = "all") -> dict | None:
+    """An ORT session of ``model`` (None without onnxruntime); ``call`` runs it once."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -250,8 +294,7 @@ def bench_ort(model, feeds, threads: int, repeat: int, level: str = "all") -> di
     def call() -> None:
         holder[:] = [sess.run(None, feeds)]
 
-    seconds = _median_seconds(call, repeat)
-    return {"seconds": seconds, "outputs": holder[0]}
+    return {"call": call, "finish": lambda: {"outputs": holder[0]}}
 
 
 def _mib(n: int | None) -> str:
@@ -277,24 +320,28 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--models", default=",".join(LIGHT + ["encoder"]))
+    ap.add_argument("--corpus", action="store_true", help="also every model of the exported corpus (batch 1)")
     ap.add_argument("--devices", default="cpu", help="hetvm devices, e.g. sim:0,cpu")
+    ap.add_argument("--stat", choices=("median", "min"), default="median",
+                    help="figure of the interleaved calls (min: least skewed on a loaded machine)")
     ap.add_argument("--ort-level", choices=ORT_LEVELS, default="all",
                     help="ORT graph optimisation level (all: ORT's default, with NCHWc; extended: without)")
     args = ap.parse_args(argv)
-    import onnx
 
     batches = [int(b) for b in args.batches.split(",") if b]
     names = [m for m in args.models.split(",") if m]
+    corpus = set(corpus_names()) if args.corpus else set()
+    names += sorted(corpus - set(names))
     has_ort = True
     try:
         import onnxruntime  # noqa: F401
     except ImportError:
         has_ort = False
     print(f"hetvm vs ONNX Runtime (optimisation level {args.ort_level}), {args.threads} thread(s), "
-          f"median of {args.repeat}, hetvm on {args.devices}")
+          f"{args.stat} of {args.repeat} interleaved calls, hetvm on {args.devices}")
     if not has_ort:
         print("(onnxruntime is not installed: ORT columns left out; pip install onnxruntime)")
-    head = f"{'model':<14}{'batch':>5} {'hetvm ms':>10}"
+    head = f"{'model':<24}{'batch':>5} {'hetvm ms':>10}"
     if has_ort:
         head += f" {'ORT ms':>9} {'ratio':>6}"
     head += f" {'bound MiB':>10} {'planned':>8} {'peak':>8}"
@@ -302,36 +349,49 @@ def main(argv: list[str] | None = None) -> None:
         head += f" {'max|diff|':>10} {'agree':>6}"
     print(head)
     print("-" * len(head))
+    ratios: dict[str, float] = {}  # batch-1 rows
     for name in names:
-        for batch in batches:
-            label = f"{name:<14}{batch:>5}"
+        in_corpus = name not in LIGHT and name != "encoder"
+        for batch in [1] if in_corpus else batches:
+            label = f"{name:<24}{batch:>5}"
             try:
-                if name == "encoder":
-                    model = encoder_model(batch)
-                else:
-                    base = onnx.load(light_path(name))
-                    model = base if batch == 1 else with_batch(base, batch)
-                feeds = feeds_for(model)
-                h = bench_hetvm(model, feeds, args.devices, args.repeat)
+                model, feeds = load_model(name, batch)
+                h = prepare_hetvm(model, feeds, args.devices)
             except Exception as err:  # noqa: BLE001 - a benchmark reports, it does not stop
                 print(f"{label} hetvm failed: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
                 continue
-            line = f"{label} {h['seconds'] * 1e3:>10.1f}"
             o = None
             if has_ort:
                 try:
-                    o = bench_ort(model, feeds, args.threads, args.repeat, args.ort_level)
+                    o = prepare_ort(model, feeds, args.threads, args.ort_level)
                 except Exception as err:  # noqa: BLE001
                     print(f"{label} ORT failed: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
+            try:
+                stat = min if args.stat == "min" else statistics.median
+                secs = interleaved_medians([h["call"]] + ([o["call"]] if o else []), args.repeat, stat)
+            except Exception as err:  # noqa: BLE001
+                print(f"{label} run failed: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
+                continue
+            hf = h["finish"]()
+            line = f"{label} {secs[0] * 1e3:>10.2f}"
+            if has_ort:
                 if o is not None:
-                    line += f" {o['seconds'] * 1e3:>9.1f} {h['seconds'] / o['seconds']:>6.2f}"
+                    ratio = secs[0] / secs[1]
+                    if batch == 1:
+                        ratios[name] = ratio
+                    line += f" {secs[1] * 1e3:>9.2f} {ratio:>6.2f}"
                 else:
                     line += f" {'-':>9} {'-':>6}"
-            line += f" {_mib(h['lower_bound']):>10} {_mib(h['planned']):>8} {_mib(h['peak']):>8}"
+            line += f" {_mib(hf['lower_bound']):>10} {_mib(hf['planned']):>8} {_mib(hf['peak']):>8}"
             if has_ort:
-                diff, ok = agreement(h["outputs"], o["outputs"]) if o is not None else ("-", "-")
+                diff, ok = agreement(hf["outputs"], o["finish"]()["outputs"]) if o is not None else ("-", "-")
                 line += f" {diff:>10} {ok:>6}"
             print(line, flush=True)
+    if ratios:
+        worst = sorted(ratios.items(), key=lambda kv: -kv[1])
+        print(f"\nbatch 1, {len(ratios)} models: hetvm/ORT median {statistics.median(ratios.values()):.2f}, "
+              f"worst {worst[0][1]:.2f} ({worst[0][0]}); worst three: "
+              + ", ".join(f"{n} {r:.2f}" for n, r in worst[:3]))
 
 
 if __name__ == "__main__":

@@ -417,15 +417,15 @@ class _Emitter:
 
     def source(self) -> tuple[str, dict]:
         params = ", ".join(["C", "E"] + [f"r{i}" for i in range(len(self.func.params))])
+        self.body()
         used = set()
         for ins in self.func.instructions:
             for r in _registers_of(ins):
-                if r >= len(self.func.params):
-                    used.add(r)
+                if r >= len(self.func.params) and r not in self.direct.tensors:
+                    used.add(r)  # (a direct view lives in d<r>, never in r<r>)
         header = [(0, f"def _vmfn({params}):", None)]
         if used:
             header.append((1, " = ".join(f"r{r}" for r in sorted(used)) + " = None", None))
-        self.body()
         text, linemap = [], {}
         for lineno, (ind, line, pc) in enumerate(header + self.lines, start=1):
             text.append("    " * ind + line)

@@ -14,7 +14,6 @@ whole corpus is ``-m slow``.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -27,34 +26,15 @@ import hetvm  # noqa: E402
 from hetvm.cli_support.placement import pin_params  # noqa: E402
 from hetvm.frontend import from_onnx  # noqa: E402
 from hetvm.ir import VDevice  # noqa: E402
+from hetvm.testing.exported_corpus import CORPUS_DIR, draw_inputs, load_manifest  # noqa: E402
 from hetvm.testing.oracle import onnxruntime_or_fail  # noqa: E402
 
-CORPUS = os.path.join(os.path.dirname(__file__), "exported")
-with open(os.path.join(CORPUS, "manifest.json")) as _f:
-    MANIFEST = {e["file"]: e for e in json.load(_f)["models"]}
+CORPUS = CORPUS_DIR
+MANIFEST = load_manifest()
 SIM, CPU = VDevice("sim", 0), VDevice("llvm", 0)
 
 #: run in the default suite (one of each family, both exporters); the rest is slow
 FAST = {"resnet_legacy.onnx", "mobilenet_v3_dynamo.onnx", "vit_legacy.onnx", "gpt2_past_dynamo.onnx"}
-
-
-def draw_inputs(entry: dict[str, Any], setting: dict[str, int], seed: int) -> dict[str, np.ndarray]:
-    """Inputs for one setting: ids below their table's size, 0/1 masks with the
-    first row's first position padded, floats from a normal distribution."""
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for inp in entry["inputs"]:
-        shape = tuple(setting[d] if isinstance(d, str) else d for d in inp["dims"])
-        if inp["kind"] == "ids":
-            value = rng.integers(0, inp["high"], size=shape)
-        elif inp["kind"] == "mask":
-            value = np.ones(shape)
-            if shape[-1] > 1:
-                value[0, 0] = 0
-        else:
-            value = rng.standard_normal(shape)
-        feeds[inp["name"]] = value.astype(inp["dtype"])
-    return feeds
 
 
 def _params() -> list[Any]:

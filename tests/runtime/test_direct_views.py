@@ -136,6 +136,8 @@ def test_a_failing_kernel_on_a_direct_view_frees_the_call_and_names_the_pc():
     main = VMFunction("main", ["x"], [tensor([4])], 4, instrs, {})
     vm = hetvm.VirtualMachine(Executable([CPU], [], {"main": main}))
     assert "d2, = _V" in vm.source("main")
-    with pytest.raises(hetvm.HetvmError, match="pc 4"):
+    with pytest.raises(hetvm.HetvmError, match="pc 4") as info:
         vm["main"](np.ones(4, F32))
+    # the kernel failed; a direct view's register is not "empty"
+    assert str(info.value).startswith("kernel 'add' on cpu:0 failed"), info.value
     assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
