@@ -50,7 +50,8 @@ import numpy as np
 
 from .fused_program import STEP_OPS, NumpyRunner, check_broadcast, parse_ref
 
-__all__ = ["available", "generated_kernel", "covers", "compile_stats", "kernel_source", "PARALLEL_MIN"]
+__all__ = ["available", "mode", "prefers_generated", "LIBM_BOUND", "generated_kernel", "covers",
+           "compile_stats", "kernel_source", "PARALLEL_MIN"]
 
 log = logging.getLogger("hetvm.codegen")
 
@@ -102,17 +103,39 @@ _checked = False
 _stats = {"kernels": 0, "compile_seconds": 0.0}
 
 
-def available() -> bool:
-    """Whether generated kernels are on: ``HETVM_NUMBA=1`` and Numba importable (checked once).
+#: steps whose NumPy kernel is one SIMD pass (NumPy's own vectorised exp, log,
+#: tanh, sin, cos) or a polynomial NumPy runs faster than libm's scalar call
+#: (erf and the GELUs): a generated loop calls libm per element for them (Numba
+#: without SVML) and lost to the NumPy runner from 4,096 elements up
+LIBM_BOUND = frozenset({"exp", "log", "tanh", "sin", "cos", "erf", "nn.gelu", "nn.gelu_tanh"})
 
-    Opt-in: measured at one thread, generated loops were 1.2-1.9x slower than the
-    NumPy runner on AlexNet, ZFNet, Inception v1 and a transformer encoder (NumPy's
-    transcendental loops are vectorised; Numba without SVML calls libm per element),
-    and faster only on small tensors and long arithmetic chains."""
+
+def mode() -> str:
+    """``HETVM_NUMBA``: ``"0"`` off, ``"1"`` every covered program generated,
+    anything else (the default) ``"auto"``: generated where :func:`prefers_generated` says."""
+    value = os.environ.get("HETVM_NUMBA", "auto")
+    return {"0": "off", "1": "all"}.get(value, "auto")
+
+
+def prefers_generated(program: Sequence[Sequence[Any]]) -> bool:
+    """The per-program rule of ``auto``: generated unless a step is :data:`LIBM_BOUND`.
+
+    Measured one thread, CPU time, float32, NumPy runner / generated
+    (``benchmarks/fused_numba_vs_numpy.py``): arithmetic, relu, clip (HardSwish),
+    sigmoid and silu programs 1.2-12x faster generated at 256 to 2^20 elements
+    (NumPy's sigmoid is five passes); exp, tanh, erf and GELU programs 0.1-0.95x
+    from 4,096 elements (NumPy's are SIMD)."""
+    return not any(step[0] in LIBM_BOUND for step in program)
+
+
+def available() -> bool:
+    """Whether generated kernels can run: Numba importable and ``HETVM_NUMBA`` not
+    ``0`` (checked once). Which programs get one is :func:`mode`'s choice."""
     global _numba, _checked
     if not _checked:
         _checked = True
-        if os.environ.get("HETVM_NUMBA", "0") == "1":
+        _numba = None
+        if mode() != "off":
             try:
                 import numba  # noqa: F401
 
@@ -368,8 +391,11 @@ _KERNELS: dict[tuple, _Kernel] = {}
 def generated_kernel(xp: Any, program: tuple) -> Any:
     """A kernel of ``program`` (``fn(*inputs, out)``) that runs generated code
     where it covers the call's dtypes and the NumPy runner elsewhere; None
-    where Numba is absent or the arrays are not NumPy's."""
+    where Numba is absent or off, the arrays are not NumPy's, or (``auto``) the
+    NumPy runner is the faster one for this program."""
     if xp is not np or not available():
+        return None
+    if mode() == "auto" and not prefers_generated(program):
         return None
     kernel = _KERNELS.get(program)
     if kernel is None:
