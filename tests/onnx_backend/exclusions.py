@@ -451,24 +451,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_training_dropout_zero_ratio_mask_cpu$",
     ],
     # 6 case(s)
-    'FrontendError: unsupported ONNX operator(s): GRU': [
-        r"^test_gru_batchwise_cpu$",
-        r"^test_gru_bidirectional_cpu$",
-        r"^test_gru_defaults_cpu$",
-        r"^test_gru_reverse_cpu$",
-        r"^test_gru_seq_length_cpu$",
-        r"^test_gru_with_initial_bias_cpu$",
-    ],
-    # 6 case(s)
-    'FrontendError: unsupported ONNX operator(s): LSTM': [
-        r"^test_lstm_batchwise_cpu$",
-        r"^test_lstm_bidirectional_cpu$",
-        r"^test_lstm_defaults_cpu$",
-        r"^test_lstm_reverse_cpu$",
-        r"^test_lstm_with_initial_bias_cpu$",
-        r"^test_lstm_with_peepholes_cpu$",
-    ],
-    # 6 case(s)
     'FrontendError: unsupported ONNX operator(s): Loop, SequenceEmpty, SequenceLength': [
         r"^test_sequence_map_add_1_sequence_1_tensor_expanded_cpu$",
         r"^test_sequence_map_add_2_sequences_expanded_cpu$",
@@ -476,15 +458,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_sequence_map_identity_1_sequence_1_tensor_expanded_cpu$",
         r"^test_sequence_map_identity_1_sequence_expanded_cpu$",
         r"^test_sequence_map_identity_2_sequences_expanded_cpu$",
-    ],
-    # 6 case(s)
-    'FrontendError: unsupported ONNX operator(s): RNN': [
-        r"^test_rnn_seq_length_cpu$",
-        r"^test_simple_rnn_batchwise_cpu$",
-        r"^test_simple_rnn_bidirectional_cpu$",
-        r"^test_simple_rnn_defaults_cpu$",
-        r"^test_simple_rnn_reverse_cpu$",
-        r"^test_simple_rnn_with_initial_bias_cpu$",
     ],
     # 6 case(s)
     'FrontendError: unsupported ONNX operator(s): SequenceMap': [

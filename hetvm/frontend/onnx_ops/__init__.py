@@ -54,4 +54,4 @@ def is_supported(op_type: str, opset: int) -> bool:
     return lookup(op_type, opset) is not None or op_type in FOLD_ONLY
 
 
-from . import activation, attention, control_flow, conv_transpose, elementwise, index_nd, layout, loss, nn, norm, pool_size, quantize, reduce, resize, rotary, shape  # noqa: E402,F401,I001  (registers converters)
+from . import activation, attention, control_flow, conv_transpose, elementwise, index_nd, layout, loss, nn, norm, pool_size, quantize, recurrent, reduce, resize, rotary, shape  # noqa: E402,F401,I001  (registers converters)
