@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Any
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -85,33 +86,37 @@ def main() -> None:
     print(f"LSTM batch {args.batch}, input {args.size}, hidden {args.hidden}; median of {args.repeat} calls")
     print(f"{'steps':>5} {'build s':>8} {'unrolled ms':>12} {'numpy loop ms':>14} {'ORT ms':>8} {'unrolled/loop':>14}")
     for steps in [int(s) for s in args.steps.split(",")]:
-        model, weights = lstm_model(steps, args.batch, args.size, args.hidden)
-        rng = np.random.default_rng(1)
-        x = rng.normal(size=(steps, args.batch, args.size)).astype(np.float32)
-        h0 = np.zeros((1, args.batch, args.hidden), np.float32)
-        t0 = time.perf_counter()
-        vm = hetvm.VirtualMachine(hetvm.build(from_onnx(model), target="llvm"), hetvm.cpu())
-        build = time.perf_counter() - t0
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        args_nd = [hetvm.nd.array(a) for a in (x, h0, h0)]
-        expected = sess.run(None, {"X": x, "H0": h0, "C0": h0})
-        got = vm["main"](*args_nd)
-        for g, e, m in zip(got, expected, numpy_loop(weights, x, h0, h0)):
-            np.testing.assert_allclose(g.numpy(), e, rtol=1e-4, atol=1e-5)
-            np.testing.assert_allclose(m, e, rtol=1e-4, atol=1e-5)
-        times: dict[str, list[float]] = {"unrolled": [], "loop": [], "ort": []}
-        for _ in range(args.repeat):
-            for name, fn in (("unrolled", lambda: vm["main"](*args_nd)),
-                             ("loop", lambda: numpy_loop(weights, x, h0, h0)),
-                             ("ort", lambda: sess.run(None, {"X": x, "H0": h0, "C0": h0}))):  # fmt: skip
-                t0 = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - t0)
-        med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-        print(f"{steps:>5} {build:>8.2f} {med['unrolled']:>12.3f} {med['loop']:>14.3f} {med['ort']:>8.3f} "
-              f"{med['unrolled'] / med['loop']:>14.2f}")  # fmt: skip
+        _measure(steps, args, ort, hetvm, from_onnx)
+
+
+def _measure(steps: int, args: argparse.Namespace, ort: Any, hetvm: Any, from_onnx: Any) -> None:
+    model, weights = lstm_model(steps, args.batch, args.size, args.hidden)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(steps, args.batch, args.size)).astype(np.float32)
+    h0 = np.zeros((1, args.batch, args.hidden), np.float32)
+    t0 = time.perf_counter()
+    vm = hetvm.VirtualMachine(hetvm.build(from_onnx(model), target="llvm"), hetvm.cpu())
+    build = time.perf_counter() - t0
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    args_nd = [hetvm.nd.array(a) for a in (x, h0, h0)]
+    expected = sess.run(None, {"X": x, "H0": h0, "C0": h0})
+    got = vm["main"](*args_nd)
+    for g, e, m in zip(got, expected, numpy_loop(weights, x, h0, h0)):
+        np.testing.assert_allclose(g.numpy(), e, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(m, e, rtol=1e-4, atol=1e-5)
+    times: dict[str, list[float]] = {"unrolled": [], "loop": [], "ort": []}
+    for _ in range(args.repeat):
+        for name, fn in (("unrolled", lambda: vm["main"](*args_nd)),
+                         ("loop", lambda: numpy_loop(weights, x, h0, h0)),
+                         ("ort", lambda: sess.run(None, {"X": x, "H0": h0, "C0": h0}))):  # fmt: skip
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    print(f"{steps:>5} {build:>8.2f} {med['unrolled']:>12.3f} {med['loop']:>14.3f} {med['ort']:>8.3f} "
+          f"{med['unrolled'] / med['loop']:>14.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":
