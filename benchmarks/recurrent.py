@@ -1,13 +1,14 @@
-"""LSTM over a static sequence: hetvm's unrolled import against one NumPy loop over
-the steps (what a single recurrent kernel op would run inside one kernel call) and
-ONNX Runtime, interleaved call by call, plus the unrolled form's build time.
+"""LSTM over a static sequence, the two ways hetvm imports it: one
+``nn.recurrent_scan`` kernel call per direction (the default) and unrolled into
+plain ops (``from_onnx(..., unroll_recurrent=True)``), against a bare NumPy loop
+over the steps and ONNX Runtime, interleaved call by call; with each form's build
+time.
 
-Why: the importer unrolls RNN/GRU/LSTM when the sequence length is static (the
-IR has no loop). Each step then costs a few VM instructions (a slice, a matmul,
-an add, a split, two fused element-wise kernels), while a recurrent kernel op
-would dispatch once and loop in Python/NumPy; this measures which is faster for
-which lengths. Every figure is the median of ``--repeat`` calls. Printed, never
-asserted.
+Why: unrolled, each step costs a few VM instructions (a slice, a matmul, an add,
+a split, two fused element-wise kernels, their allocations and kills); the scan
+op dispatches once and loops inside its kernel. This measured which is faster,
+and by how much, for which lengths. Every figure is the median of ``--repeat``
+calls. Printed, never asserted.
 
     python benchmarks/recurrent.py [--steps 1,4,16,64] [--batch 1] [--hidden 64] [--repeat 50]
 """
@@ -84,7 +85,8 @@ def main() -> None:
     from hetvm.frontend import from_onnx
 
     print(f"LSTM batch {args.batch}, input {args.size}, hidden {args.hidden}; median of {args.repeat} calls")
-    print(f"{'steps':>5} {'build s':>8} {'unrolled ms':>12} {'numpy loop ms':>14} {'ORT ms':>8} {'unrolled/loop':>14}")
+    print(f"{'steps':>5} {'build s (scan/unrolled)':>24} {'scan ms':>8} {'unrolled ms':>12} {'numpy loop ms':>14} "
+          f"{'ORT ms':>8} {'unrolled/scan':>14}")  # fmt: skip
     for steps in [int(s) for s in args.steps.split(",")]:
         _measure(steps, args, ort, hetvm, from_onnx)
 
@@ -94,29 +96,33 @@ def _measure(steps: int, args: argparse.Namespace, ort: Any, hetvm: Any, from_on
     rng = np.random.default_rng(1)
     x = rng.normal(size=(steps, args.batch, args.size)).astype(np.float32)
     h0 = np.zeros((1, args.batch, args.hidden), np.float32)
-    t0 = time.perf_counter()
-    vm = hetvm.VirtualMachine(hetvm.build(from_onnx(model), target="llvm"), hetvm.cpu())
-    build = time.perf_counter() - t0
+    vms, builds = {}, {}
+    for name, unroll in (("scan", False), ("unrolled", True)):
+        t0 = time.perf_counter()
+        vms[name] = hetvm.VirtualMachine(hetvm.build(from_onnx(model, unroll_recurrent=unroll), target="llvm"), hetvm.cpu())
+        builds[name] = time.perf_counter() - t0
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = opts.inter_op_num_threads = 1
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     args_nd = [hetvm.nd.array(a) for a in (x, h0, h0)]
     expected = sess.run(None, {"X": x, "H0": h0, "C0": h0})
-    got = vm["main"](*args_nd)
-    for g, e, m in zip(got, expected, numpy_loop(weights, x, h0, h0)):
-        np.testing.assert_allclose(g.numpy(), e, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(m, e, rtol=1e-4, atol=1e-5)
-    times: dict[str, list[float]] = {"unrolled": [], "loop": [], "ort": []}
+    for vm in vms.values():
+        for g, e, m in zip(vm["main"](*args_nd), expected, numpy_loop(weights, x, h0, h0)):
+            np.testing.assert_allclose(g.numpy(), e, rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(m, e, rtol=1e-4, atol=1e-5)
+    times: dict[str, list[float]] = {"scan": [], "unrolled": [], "loop": [], "ort": []}
     for _ in range(args.repeat):
-        for name, fn in (("unrolled", lambda: vm["main"](*args_nd)),
+        for name, fn in (("scan", lambda: vms["scan"]["main"](*args_nd)),
+                         ("unrolled", lambda: vms["unrolled"]["main"](*args_nd)),
                          ("loop", lambda: numpy_loop(weights, x, h0, h0)),
                          ("ort", lambda: sess.run(None, {"X": x, "H0": h0, "C0": h0}))):  # fmt: skip
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    print(f"{steps:>5} {build:>8.2f} {med['unrolled']:>12.3f} {med['loop']:>14.3f} {med['ort']:>8.3f} "
-          f"{med['unrolled'] / med['loop']:>14.2f}")  # fmt: skip
+    build = f"{builds['scan']:.2f} / {builds['unrolled']:.2f}"
+    print(f"{steps:>5} {build:>24} {med['scan']:>8.3f} {med['unrolled']:>12.3f} {med['loop']:>14.3f} "
+          f"{med['ort']:>8.3f} {med['unrolled'] / med['scan']:>14.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

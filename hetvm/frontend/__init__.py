@@ -20,8 +20,10 @@ def from_onnx(
     shape_dict: dict[str, Any] | None = None,
     opset: int | None = None,
     keep_params_in_input: bool = False,
+    unroll_recurrent: bool = False,
 ) -> IRModule:
     """Imports an ONNX model (a ``ModelProto`` or a path); see :mod:`.onnx_importer`."""
     from .onnx_importer import from_onnx as _impl
 
-    return _impl(model, shape_dict=shape_dict, opset=opset, keep_params_in_input=keep_params_in_input)
+    return _impl(model, shape_dict=shape_dict, opset=opset, keep_params_in_input=keep_params_in_input,
+                 unroll_recurrent=unroll_recurrent)

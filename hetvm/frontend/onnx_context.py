@@ -86,6 +86,9 @@ class ConvertContext:
     #: walks a subgraph (GraphProto, owner node name) into the current scope and
     #: returns its output values; set by the importer
     subgraph: Callable[[Any, str], list[Any]] | None = None
+    #: import RNN/GRU/LSTM unrolled into plain ops (a static sequence length)
+    #: instead of one ``nn.recurrent_scan`` call per direction
+    unroll_recurrent: bool = False
     _param_of: dict[str, E.Var] = field(default_factory=dict)
 
     # -- errors and ops ---------------------------------------------------

@@ -162,6 +162,7 @@ def from_onnx(
     shape_dict: Mapping[str, Sequence[Any]] | None = None,
     opset: int | None = None,
     keep_params_in_input: bool = False,
+    unroll_recurrent: bool = False,
 ) -> IRModule:
     """Imports an ONNX model as an IRModule with one function, ``main``.
 
@@ -170,6 +171,8 @@ def from_onnx(
     overriding the model's input shapes. ``opset``: overrides the model's
     default-domain opset. ``keep_params_in_input``: initializers become
     parameters instead of constants (values in ``mod.attrs["params"]``).
+    ``unroll_recurrent``: RNN/GRU/LSTM become their steps in plain ops (a static
+    sequence length) instead of one ``nn.recurrent_scan`` call per direction.
     """
     proto, label = load_model(model)
     version = _default_opset(proto, opset)
@@ -178,10 +181,11 @@ def from_onnx(
         listed = ", ".join(_listed(op, v, missing[op, v]) for op, v in sorted(missing))
         raise FrontendError(f"{label}: {len(missing)} unsupported ONNX operator(s): {listed}")
     try:
-        return _GraphImporter(proto, label, version, shape_dict or {}, keep_params_in_input).run()
+        return _GraphImporter(proto, label, version, shape_dict or {}, keep_params_in_input,
+                              unroll_recurrent=unroll_recurrent).run()  # fmt: skip
     except NeedsControlFlow:  # a dataflow block cannot hold an If: import without one
         return _GraphImporter(proto, label, version, shape_dict or {}, keep_params_in_input,
-                              dataflow=False).run()  # fmt: skip
+                              dataflow=False, unroll_recurrent=unroll_recurrent).run()  # fmt: skip
 
 
 class _GraphImporter:
@@ -195,6 +199,7 @@ class _GraphImporter:
         shape_dict: Mapping[str, Sequence[Any]],
         keep_params: bool,
         dataflow: bool = True,
+        unroll_recurrent: bool = False,
     ) -> None:
         self.model = model
         self.dataflow = dataflow
@@ -203,7 +208,7 @@ class _GraphImporter:
         self.opset = opset
         self.shape_dict = dict(shape_dict)
         self.bb = BlockBuilder()
-        self.ctx = ConvertContext(self.bb, keep_params=keep_params, source=label)
+        self.ctx = ConvertContext(self.bb, keep_params=keep_params, source=label, unroll_recurrent=unroll_recurrent)
         self.ctx.subgraph = self._subgraph
         self.values: dict[str, Any] = {}
         self.sym_vars: dict[str, P.PrimVar] = {}

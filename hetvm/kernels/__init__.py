@@ -14,6 +14,7 @@ from . import (  # noqa: F401  (register kernels)
     manipulate,
     nn,
     pool,
+    recurrent,
     resize,
 )
 from . import extra as _extra  # noqa: F401  (kernels of hetvm.op.extra)

@@ -75,8 +75,8 @@ def _model(op: str, *, steps: int = 3, batch: int = 2, size: int = 3, hidden: in
     return model, feeds
 
 
-def _hetvm(model, feeds: dict) -> list[np.ndarray]:
-    vm = hetvm.VirtualMachine(hetvm.build(from_onnx(model), target="llvm"), hetvm.cpu())
+def _hetvm(model, feeds: dict, unroll: bool = False) -> list[np.ndarray]:
+    vm = hetvm.VirtualMachine(hetvm.build(from_onnx(model, unroll_recurrent=unroll), target="llvm"), hetvm.cpu())
     out = vm["main"](*[hetvm.nd.array(v) for v in feeds.values()])
     return [o.numpy() for o in (out if isinstance(out, (list, tuple)) else [out])]
 
@@ -87,8 +87,22 @@ def _onnxruntime(model, feeds: dict) -> list[np.ndarray]:
     return sess.run(None, feeds)
 
 
+#: the imports a case checks: the default (one nn.recurrent_scan per direction) and,
+#: in the slow suite and test_unrolled_import_matches_onnxruntime, unrolled too
+_MODES: list[tuple[bool, ...]] = [(False,)]
+
+
+@pytest.fixture(autouse=True)
+def _modes(request):
+    _MODES[0] = (False, True) if request.node.get_closest_marker("slow") else (False,)
+    yield
+    _MODES[0] = (False,)
+
+
 def _check(model, feeds: dict, rtol: float = 1e-5, atol: float = 1e-5) -> None:
-    _compare(_hetvm(model, feeds), _onnxruntime(model, feeds), rtol, atol)
+    expected = _onnxruntime(model, feeds)
+    for unroll in _MODES[0]:
+        _compare(_hetvm(model, feeds, unroll), expected, rtol, atol)
 
 
 def _compare(got: list[np.ndarray], expected: list[np.ndarray], rtol: float = 1e-5, atol: float = 1e-5) -> None:
@@ -106,7 +120,8 @@ def _check_batchwise(op: str, **kw) -> None:
     model1, _ = _model(op, layout=1, **kw)
     feeds1 = {k: np.ascontiguousarray(v.transpose(1, 0, 2)) if v.ndim == 3 else v for k, v in feeds0.items()}
     expected = [e.transpose(2, 0, 1, 3) if e.ndim == 4 else e.transpose(1, 0, 2) for e in _onnxruntime(model0, feeds0)]
-    _compare(_hetvm(model1, feeds1), expected)
+    for unroll in _MODES[0]:
+        _compare(_hetvm(model1, feeds1, unroll), expected)
 
 
 def _matrix(names: str, axes: list[list], default: set[tuple]) -> pytest.MarkDecorator:
@@ -165,6 +180,23 @@ def test_activations_consume_alpha_and_beta_in_order():
     _check(*_model("GRU", activations=["HardSigmoid", "Elu"]))
 
 
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda: _check(*_model("LSTM", peep=True, clip=0.7, direction="bidirectional", lens="input", initial=True)),
+        lambda: _check(*_model("GRU", linear_before_reset=1, direction="reverse", lens="constant")),
+        lambda: _check(*_model("GRU", activations=["HardSigmoid", "Softsign"], initial=True)),
+        lambda: _check_batchwise("RNN", direction="bidirectional", initial=True, lens="input"),
+    ],
+    ids=["lstm", "gru-lbr", "gru", "rnn-batchwise"],
+)
+def test_unrolled_import_matches_onnxruntime(case):
+    """from_onnx(unroll_recurrent=True): the steps as plain ops (the slow suite checks
+    every case both ways)."""
+    _MODES[0] = (True,)
+    case()
+
+
 @pytest.mark.parametrize("outputs", [("Y",), ("Y_c",), pytest.param(("Y_h",), marks=pytest.mark.slow),
                                      pytest.param(("Y", "Y_c"), marks=pytest.mark.slow)])
 def test_each_optional_output_alone(outputs):
@@ -172,30 +204,53 @@ def test_each_optional_output_alone(outputs):
 
 
 def test_input_projection_is_one_matmul_over_all_steps():
-    """The input weights multiply all steps at once; each step multiplies only H by R."""
+    """The input weights multiply all steps at once; unrolled, each step multiplies only
+    H by R; by default the steps are one nn.recurrent_scan call per direction."""
     from hetvm.ir import expr as E
     from hetvm.ir import prim as P
     from hetvm.ir.visitor import post_order_visit
 
-    model, _ = _model("LSTM", steps=5, outputs=("Y_h",))
-    shapes = []
-    post_order_visit(from_onnx(model)["main"], lambda e: shapes.append(tuple(P.const_value(d) for d in e.struct_info.shape))
-                     if isinstance(e, E.Call) and getattr(e.op, "name", "") == "matmul" else None)  # fmt: skip
-    assert shapes.count((5 * 2, 16)) == 1  # (steps * batch, 4 * hidden)
-    assert shapes.count((2, 16)) == 5  # one H @ R^T per step
+    model, _ = _model("LSTM", steps=5, outputs=("Y_h",), direction="bidirectional")
+
+    def calls(mod, name: str) -> list:
+        found: list = []
+        post_order_visit(mod["main"], lambda e: found.append(e)
+                         if isinstance(e, E.Call) and getattr(e.op, "name", "") == name else None)  # fmt: skip
+        return found
+
+    unrolled = from_onnx(model, unroll_recurrent=True)
+    shapes = [tuple(P.const_value(d) for d in e.struct_info.shape) for e in calls(unrolled, "matmul")]
+    assert shapes.count((5 * 2, 16)) == 2  # (steps * batch, 4 * hidden), once per direction
+    assert shapes.count((2, 16)) == 2 * 5  # one H @ R^T per step and direction
+    assert not calls(unrolled, "nn.recurrent_scan")
+    scanned = from_onnx(model)
+    assert [c.attrs["reverse"] for c in calls(scanned, "nn.recurrent_scan")] == [False, True]
+    assert len(calls(scanned, "matmul")) == 2
 
 
-def _error(model, shape_dict=None) -> str:
+def _error(model, shape_dict=None, unroll: bool = False) -> str:
     with pytest.raises(FrontendError) as info:
-        from_onnx(model, shape_dict=shape_dict)
+        from_onnx(model, shape_dict=shape_dict, unroll_recurrent=unroll)
     return str(info.value)
 
 
-def test_a_symbolic_sequence_length_is_refused_naming_the_node():
-    model, _ = _model("GRU")
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_a_symbolic_sequence_length_runs_one_build_at_any_length(op):
+    """The scan op takes the length at run time (and sequence_lens with it); unrolling
+    cannot, and says so naming the node."""
+    model, _ = _model(op, steps=2, batch=3, lens="input", direction="bidirectional")
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "T"
-    message = _error(model)
-    assert "GRU node 'my_gru'" in message and "sequence length" in message and "loop" in message
+    for out in model.graph.output:
+        del out.type.tensor_type.shape.dim[:]
+    vm = hetvm.VirtualMachine(hetvm.build(from_onnx(model), target="llvm"), hetvm.cpu())
+    for steps in (1, 5):
+        _, feeds = _model(op, steps=steps, batch=3, lens="input", direction="bidirectional")
+        feeds["L"] = np.minimum(feeds["L"], steps).astype(np.int32)
+        fixed, _ = _model(op, steps=steps, batch=3, lens="input", direction="bidirectional")
+        out = vm["main"](*[hetvm.nd.array(v) for v in feeds.values()])
+        _compare([o.numpy() for o in out], _onnxruntime(fixed, feeds))
+    message = _error(model, unroll=True)
+    assert f"{op} node 'my_{op.lower()}'" in message and "sequence length" in message and "static" in message
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ means cannot be told, so hetvm asks).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -89,8 +90,12 @@ def _take(values: Iterator[float], default: Any, ctx: ConvertContext, name: str,
     return float(default)
 
 
-def _activations(ctx: ConvertContext, node: NodeView, count: int, directions: int, dtype: str) -> list[list[Act]]:
-    """The activation functions of each direction, ``count`` per direction."""
+Spec = tuple[str, "float | None", "float | None"]  # (ONNX spelling, alpha, beta)
+
+
+def _activations(ctx: ConvertContext, node: NodeView, count: int, directions: int) -> list[list[Spec]]:
+    """The activation functions of each direction, ``count`` per direction, as
+    (name, alpha, beta) with the defaults filled in."""
     defaults = _KINDS[node.op_type][1]
     names = node.attr("activations")
     if names is None:
@@ -106,7 +111,7 @@ def _activations(ctx: ConvertContext, node: NodeView, count: int, directions: in
     clip = node.attr("clip")
     if clip is not None and not float(clip) > 0:
         raise ctx.error(f"clip must be positive, got {clip}")
-    funcs: list[Act] = []
+    funcs: list[Spec] = []
     for name in names:
         entry = _ACTIVATIONS.get(name.lower())
         if entry is None:
@@ -116,7 +121,7 @@ def _activations(ctx: ConvertContext, node: NodeView, count: int, directions: in
         spelled, alpha_default, beta_default = entry
         alpha = _take(alphas, alpha_default, ctx, spelled, "alpha")
         beta = _take(betas, beta_default, ctx, spelled, "beta")
-        funcs.append(_activation(ctx, spelled, alpha, beta, dtype))
+        funcs.append((spelled, alpha, beta))
     return [funcs[d * count : (d + 1) * count] for d in range(directions)]
 
 
@@ -207,7 +212,8 @@ class _Recurrence:
 
     kind: str
     gates: int
-    steps: int
+    steps: int | None  # None: a symbolic sequence length (the scan op only)
+    seq: P.PrimExpr
     batch: P.PrimExpr
     hidden: int
     input_size: int
@@ -221,10 +227,11 @@ class _Recurrence:
 class _Weights:
     """One direction's operands, sliced (and transposed) once before the steps."""
 
-    acts: list[Act]
+    acts: Any  # the (name, alpha, beta) specs; unrolled: the functions
     w_t: Val  # W^T (input, gates * hidden)
     bias: Val  # what the input projection adds: Wb + Rb, less GRU's Rbh with linear_before_reset
-    r_t: Val  # R^T (hidden, gates * hidden); GRU without linear_before_reset: its z, r columns only
+    r_full: Val  # R^T (hidden, gates * hidden)
+    r_t: Val  # R^T, or (GRU without linear_before_reset) its z, r columns only
     r_h: Val = None  # GRU without linear_before_reset: Rh^T, applied to r * H
     rec_bias: Val = None  # GRU with linear_before_reset: Rbh, added to H Rh^T inside the reset gate
     peep: list[Val] | None = None  # LSTM: Pi, Po, Pf
@@ -249,11 +256,11 @@ def _shape_of_x(ctx: ConvertContext, node: NodeView, x: E.Expr, layout: int) -> 
     if len(shape) != 3:
         raise ctx.error(f"X must be 3-D, got rank {len(shape)}")
     seq, batch = (shape[0], shape[1]) if layout == 0 else (shape[1], shape[0])
-    if P.const_value(seq) is None:
+    if P.const_value(seq) is None and ctx.unroll_recurrent:
         raise ctx.error(
-            f"the sequence length of X is symbolic ({P.to_str(seq)}); hetvm imports {node.op_type} "
-            f"unrolled over a static number of steps, and a dynamic sequence length needs a loop in "
-            f"the IR, which hetvm does not have yet (give the length with shape_dict)"
+            f"the sequence length of X is symbolic ({P.to_str(seq)}); unroll_recurrent=True unrolls "
+            f"{node.op_type} over a static number of steps (give the length with shape_dict, or "
+            f"import without unroll_recurrent: one nn.recurrent_scan call takes any length)"
         )
     size = ctx.static_dim(shape[2], "the input size of X")
     return seq, batch, size
@@ -295,7 +302,7 @@ def _recurrent(ctx: ConvertContext, node: NodeView) -> Any:
     if dtype not in _FLOATS:
         raise ctx.error(f"X has dtype {dtype}; {kind} needs float16, float32 or float64")
     seq, batch, input_size = _shape_of_x(ctx, node, x, layout)
-    steps = int(P.const_value(seq))
+    steps = None if P.const_value(seq) is None else int(P.const_value(seq))
     directions, backwards = _direction_count(ctx, node)
     w_dims = _weight_shape(ctx, 1, "W", [directions, None, input_size])
     if w_dims[1] % gates:
@@ -310,18 +317,28 @@ def _recurrent(ctx: ConvertContext, node: NodeView) -> Any:
         if node.input(i) is not None and ctx.dtype(ctx.tensor(i, what)) != dtype:
             raise ctx.error(f"{what} has dtype {ctx.dtype(ctx.tensor(i, what))}, X has {dtype}")
     _check_attributes(ctx, node)
-    acts = _activations(ctx, node, len(defaults), directions, dtype)
+    acts = _activations(ctx, node, len(defaults), directions)
     clip = node.attr("clip")
-    rec = _Recurrence(kind, gates, steps, batch, hidden, input_size, directions, dtype, layout,
+    rec = _Recurrence(kind, gates, steps, seq, batch, hidden, input_size, directions, dtype, layout,
                       None if clip is None else float(clip))  # fmt: skip
-    masks = _step_masks(ctx, node, rec)
-
     x_tbi = x if layout == 0 else ctx.call("permute_dims", x, [1, 0, 2])
     rows = ctx.call("reshape", x_tbi, (P.mul(seq, batch), input_size), hint="x_rows")
     states = _initial_states(ctx, node, rec)
+    wants_y = bool(node.output_names and node.output_names[0])
     ys, finals_h, finals_c = [], [], []
+    if not ctx.unroll_recurrent:
+        for d in range(directions):
+            w = _direction_weights(ctx, node, rec, d, acts[d])
+            y, h, c = _scan(ctx, node, rec, rows, w, states[d], backwards[d])
+            ys.append(y)
+            finals_h.append(h)
+            finals_c.append(c)
+        return _outputs(ctx, node, rec, ys, finals_h, finals_c)
+    assert steps is not None
+    masks = _step_masks(ctx, node, rec)
     for d in range(directions):
         w = _direction_weights(ctx, node, rec, d, acts[d])
+        w.acts = [_activation(ctx, *spec, dtype) for spec in acts[d]]
         x_parts = _input_projection(ctx, rec, rows, w)
         h, c = states[d]
         outs: list[E.Expr] = []
@@ -337,7 +354,7 @@ def _recurrent(ctx: ConvertContext, node: NodeView) -> Any:
                 outs.append(h)
         if backwards[d]:
             outs.reverse()
-        ys.append(outs)
+        ys.append(_stack(ctx, outs, 0) if wants_y else None)
         finals_h.append(h)
         finals_c.append(c)
     return _outputs(ctx, node, rec, ys, finals_h, finals_c)
@@ -354,7 +371,7 @@ def _direction_weights(ctx: ConvertContext, node: NodeView, rec: _Recurrence, d:
         _weight_shape(ctx, 3, "B", [rec.directions, 2 * width])
         b = _pick(ctx, _operand(ctx, 3, "B"), 0, d, (2 * width,))
         w_b, r_b = _columns(ctx, b, 0, width), _columns(ctx, b, width, 2 * width)
-    weights = _Weights(acts, w_t, None, r_t)
+    weights = _Weights(acts, w_t, None, r_t, r_t)
     if rec.kind == "GRU" and int(node.attr("linear_before_reset", 0)):
         # Rbh stays inside the reset gate's product; z's and r's fold into the projection
         zr = _columns(ctx, r_b, 0, 2 * n)
@@ -375,43 +392,84 @@ def _direction_weights(ctx: ConvertContext, node: NodeView, rec: _Recurrence, d:
     return weights
 
 
-def _input_projection(ctx: ConvertContext, rec: _Recurrence, rows: E.Expr, w: _Weights) -> Callable[[int], E.Expr]:
-    """``x W^T + b`` of every step at once, split per step; returns a function giving
-    step ``t``'s (batch, gates * hidden) rows. One piece per step rather than one per
-    step and gate: the pieces live from the split to their step, and fewer long-lived
-    buffers keep the memory planner's conflict lists short."""
-    t_count, width, b = rec.steps, rec.gates * rec.hidden, rec.batch
+def _projected(ctx: ConvertContext, rec: _Recurrence, rows: E.Expr, w: _Weights) -> E.Expr:
+    """``x W^T + b`` of every step at once, as (steps, batch, gates * hidden)."""
     xw = ctx.call("matmul", rows, _expr(ctx, w.w_t, rec.dtype), hint="x_proj")
     if not (isinstance(w.bias, np.ndarray) and not w.bias.any()):
         xw = ctx.call("add", xw, _expr(ctx, w.bias, rec.dtype), hint="x_proj")
-    blocks = ctx.call("reshape", xw, (t_count, b, width), hint="x_blocks")
+    return ctx.call("reshape", xw, (rec.seq, rec.batch, rec.gates * rec.hidden), hint="x_blocks")
+
+
+def _scan(ctx: ConvertContext, node: NodeView, rec: _Recurrence, rows: E.Expr, w: _Weights,
+          state: tuple[E.Expr, Any], backwards: bool) -> tuple[E.Expr, E.Expr, E.Expr]:  # fmt: skip
+    """One direction as one ``nn.recurrent_scan`` call: (Y, h_n, c_n)."""
+    h0, c0 = state
+    extra: Val = np.zeros(1, rec.dtype)
+    if w.peep is not None:
+        extra = np.concatenate(w.peep) if all(isinstance(p, np.ndarray) for p in w.peep) else \
+            ctx.call("concat", E.Tuple(tuple(_expr(ctx, p, rec.dtype) for p in w.peep)), 0)
+    elif w.rec_bias is not None:
+        extra = w.rec_bias
+    lens = _lengths(ctx, node, rec)
+    names, alphas, betas = zip(*w.acts)
+    result = ctx.call(
+        "nn.recurrent_scan", _projected(ctx, rec, rows, w), _expr(ctx, w.r_full, rec.dtype),
+        _expr(ctx, extra, rec.dtype), h0, h0 if c0 is None else c0,
+        ctx.const(np.zeros(1, np.int32)) if lens is None else _expr(ctx, lens, str(getattr(lens, "dtype", ""))),
+        kind=rec.kind, activations=names, alphas=[a or 0.0 for a in alphas], betas=[b or 0.0 for b in betas],
+        clip=rec.clip, reverse=backwards, linear_before_reset=w.rec_bias is not None,
+        input_forget=bool(int(node.attr("input_forget", 0))), peepholes=w.peep is not None,
+        masked=lens is not None, hint="scan",
+    )  # fmt: skip
+    y, h, c = (ctx.emit(E.TupleGetItem(result, k), hint) for k, hint in enumerate(("y_dir", "h_n", "c_n")))
+    return y, h, c
+
+
+def _input_projection(ctx: ConvertContext, rec: _Recurrence, rows: E.Expr, w: _Weights) -> Callable[[int], E.Expr]:
+    """Unrolled: the projection of every step at once, and a function giving step
+    ``t``'s (batch, gates * hidden) rows, sliced where first read (a slice per step
+    rather than one split into every step's piece: those would all live from the
+    split to their step, and long-lived buffers make the planner's conflict lists
+    long)."""
+    blocks = _projected(ctx, rec, rows, w)
+    b, width = rec.batch, rec.gates * rec.hidden
 
     def step(t: int) -> E.Expr:
-        block = blocks if t_count == 1 else ctx.call("strided_slice", blocks, [0], [t], [t + 1], hint="x_part")
+        block = blocks if rec.steps == 1 else ctx.call("strided_slice", blocks, [0], [t], [t + 1], hint="x_part")
         return ctx.call("reshape", block, (b, width), hint="x_step")
 
     return step
 
 
-def _step_masks(ctx: ConvertContext, node: NodeView, rec: _Recurrence) -> Callable[[int], E.Expr] | None:
-    """A function giving step ``t``'s ``t < sequence_lens`` as a (batch, 1) bool tensor,
-    computed where it is read (so it lives one step); None when every entry runs the
-    whole sequence (no input, or a constant of ``seq_length``s)."""
+def _lengths(ctx: ConvertContext, node: NodeView, rec: _Recurrence) -> Val:
+    """``sequence_lens`` (a constant or a run-time tensor), or None when every entry
+    runs the whole sequence (no input, or a constant of ``seq_length``s)."""
     if node.input(4) is None:
         return None
     lens_dtype = ctx.dtype(node.input(4))
     if lens_dtype not in ("int32", "int64"):
         raise ctx.error(f"sequence_lens must be int32 (or int64), got {lens_dtype}")
     known = ctx.folded(4)
-    if known is not None:
-        known = known.reshape(-1)
-        if known.size and (known.min() < 0 or known.max() > rec.steps):
-            raise ctx.error(f"sequence_lens {known.tolist()} must lie in [0, {rec.steps}]")
-        if np.all(known == rec.steps):
-            return None
-        table = known
-        return lambda t: ctx.const((t < table).reshape(-1, 1))
-    column = ctx.call("reshape", ctx.tensor(4, "sequence_lens"), (rec.batch, 1), hint="seq_lens")
+    if known is None:
+        return ctx.tensor(4, "sequence_lens")
+    known = known.reshape(-1)
+    top = rec.steps if rec.steps is not None else None
+    if known.size and (known.min() < 0 or (top is not None and known.max() > top)):
+        raise ctx.error(f"sequence_lens {known.tolist()} must lie in [0, {P.to_str(rec.seq)}]")
+    return None if top is not None and np.all(known == top) else known
+
+
+def _step_masks(ctx: ConvertContext, node: NodeView, rec: _Recurrence) -> Callable[[int], E.Expr] | None:
+    """Unrolled: a function giving step ``t``'s ``t < sequence_lens`` as a (batch, 1)
+    bool tensor, computed where it is read (so it lives one step); None when no
+    entry is masked."""
+    lens = _lengths(ctx, node, rec)
+    if lens is None:
+        return None
+    if isinstance(lens, np.ndarray):
+        return lambda t: ctx.const((t < lens).reshape(-1, 1))
+    column = ctx.call("reshape", lens, (rec.batch, 1), hint="seq_lens")
+    lens_dtype = ctx.dtype(lens)
     return lambda t: ctx.call("less", ctx.const(t, lens_dtype), column, hint="step_mask")
 
 
@@ -440,20 +498,21 @@ def _initial_states(ctx: ConvertContext, node: NodeView, rec: _Recurrence) -> li
     return out
 
 
-def _outputs(ctx: ConvertContext, node: NodeView, rec: _Recurrence, ys: list[list[E.Expr]],
+def _stack(ctx: ConvertContext, values: list[E.Expr], axis: int) -> E.Expr:
+    parts = [ctx.call("expand_dims", v, axis) for v in values]
+    return parts[0] if len(parts) == 1 else ctx.call("concat", E.Tuple(tuple(parts)), axis)
+
+
+def _outputs(ctx: ConvertContext, node: NodeView, rec: _Recurrence, ys: list[Any],
              finals_h: list[E.Expr], finals_c: list[Any]) -> list[Any]:  # fmt: skip
-    """Y (steps, directions, batch, hidden), Y_h and Y_c (directions, batch, hidden),
-    or their layout-1 forms; only the outputs the graph names are built."""
+    """Y (steps, directions, batch, hidden) from each direction's (steps, batch, hidden),
+    Y_h and Y_c (directions, batch, hidden), or their layout-1 forms; only the outputs
+    the graph names are built."""
     wanted = [bool(n) for n in node.output_names] + [False] * 3
     results: list[Any] = [None, None, None]
-
-    def stack(values: list[E.Expr], axis: int) -> E.Expr:
-        parts = [ctx.call("expand_dims", v, axis) for v in values]
-        return parts[0] if len(parts) == 1 else ctx.call("concat", E.Tuple(tuple(parts)), axis)
-
+    stack = functools.partial(_stack, ctx)
     if wanted[0]:
-        per_dir = [stack(steps, 0) for steps in ys]  # (steps, batch, hidden)
-        y = stack(per_dir, 1)  # (steps, directions, batch, hidden)
+        y = stack(ys, 1)  # (steps, directions, batch, hidden)
         results[0] = y if rec.layout == 0 else ctx.call("permute_dims", y, [2, 0, 1, 3], hint="Y")
     for index, finals in ((1, finals_h), (2, finals_c)):
         if not wanted[index] or (index == 2 and rec.kind != "LSTM"):

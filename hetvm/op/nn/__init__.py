@@ -9,6 +9,7 @@ from .lrn import lrn
 from .norm import batch_norm, dropout, layer_norm
 from .pad import pad
 from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
+from .recurrent import recurrent_scan
 
 __all__ = [
     "conv1d",
@@ -36,4 +37,5 @@ __all__ = [
     "lrn",
     "dropout",
     "pad",
+    "recurrent_scan",
 ]
