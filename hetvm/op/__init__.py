@@ -148,6 +148,9 @@ nn.lrn                     data (channel on axis)                size: int, alph
                                                                  (hetvm-only, ONNX LRN)
 nn.group_norm              data, gamma, beta                     num_groups, channel_axis, axes, epsilon,
                                                                  center, scale
+nn.recurrent_scan          x_proj, r_t, extra, h0, c0, lens      kind, activations, alphas, betas, clip, reverse,
+                           -> Tuple(Y, h_n, c_n) (hetvm-only)    linear_before_reset, input_forget, peepholes,
+                                                                 masked
 print                      values (any number; impure, void)     format: str
 assert_op                  condition, format values (impure)     format: str
 call_pure_packed           func: ExternFunc, args                (sinfo_args = [result])

@@ -130,6 +130,10 @@ def _samples():
         op.nn.conv1d(s3, tensor((6, 2, 3), name="w1d"), 2, (1, 0), 1, groups=2),
         op.nn.rms_norm(x, tensor((4,), name="rw")), op.nn.rms_norm(x, tensor((n, 4), name="rw2"), (0, 1), 1e-6),
         op.nn.group_norm(img, tensor((4,), name="gg"), tensor((4,), name="gb"), 2, 1, (2, 3)),
+        op.nn.recurrent_scan(tensor((n, 2, 16), name="xp"), tensor((4, 16), name="rt"), tensor((12,), name="pp"),
+                             tensor((2, 4), name="h0"), tensor((2, 4), name="c0"), tensor((2,), "int32", name="sl"),
+                             kind="LSTM", activations=("Sigmoid", "Tanh", "Affine"), alphas=(0.0, 0.0, 2.0),
+                             betas=(0.0, 0.0, 0.5), clip=3.0, reverse=True, peepholes=True, masked=True),
         op.print(x, y, format="{} {}"), op.print(format="hi"), op.assert_op(tensor((), "bool", name="c0")), op.assert_op(E.PrimValue(P.IntImm(1, "bool")), x, format="x: {}"),
         op.call_pure_packed("f", x, sinfo_args=out),
     ]  # fmt: skip
