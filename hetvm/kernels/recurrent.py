@@ -12,13 +12,9 @@ from .registry import register_kernel
 
 
 def _activation(xp: Any, name: str, alpha: float, beta: float) -> Callable[[Any], Any]:
-    if name == "Sigmoid":
-        def sigmoid(v: Any) -> Any:  # 1 / (1 + e^-v) without overflow: exp of -|v| only
-            e = xp.exp(-xp.abs(v))
-            return xp.where(v >= 0, 1 / (1 + e), e / (1 + e))
-        return sigmoid
     table: dict[str, Callable[[Any], Any]] = {
         "Tanh": xp.tanh,
+        "Sigmoid": lambda v: xp.tanh(v * 0.5) * 0.5 + 0.5,  # = 1 / (1 + e^-v), never overflowing
         "Relu": lambda v: xp.maximum(v, 0),
         "Affine": lambda v: v * alpha + beta,
         "LeakyRelu": lambda v: xp.where(v >= 0, v, v * alpha),
@@ -66,29 +62,29 @@ def recurrent_scan(xp: Any, attrs: dict, x_proj: Any, r_t: Any, extra: Any, h0: 
             f, g = acts
             if attrs.get("linear_before_reset"):
                 m = h @ r_t
-                z = f(x[:, :n] + m[:, :n])
-                r = f(x[:, n : 2 * n] + m[:, n : 2 * n])
+                zr = f(x[:, : 2 * n] + m[:, : 2 * n])  # z and r side by side: one pass
+                z, r = zr[:, :n], zr[:, n:]
                 cand = g(x[:, 2 * n :] + r * (m[:, 2 * n :] + extra))
             else:
-                m = h @ r_zr
-                z = f(x[:, :n] + m[:, :n])
-                r = f(x[:, n:2 * n] + m[:, n:])
+                zr = f(x[:, : 2 * n] + h @ r_zr)
+                z, r = zr[:, :n], zr[:, n:]
                 cand = g(x[:, 2 * n :] + (r * h) @ r_h)
             new_h = cand + z * (h - cand)
             new_c = None
         else:
             f, g, h_act = acts
             gates = x + h @ r_t
-            pre_i, pre_o, pre_f, pre_c = (gates[:, k * n : (k + 1) * n] for k in range(4))
             if attrs.get("peepholes"):
-                pre_i = pre_i + extra[:n] * c
-                pre_f = pre_f + extra[2 * n :] * c
-            i = f(pre_i)
-            forget = (1 - i) if attrs.get("input_forget") else f(pre_f)
-            new_c = forget * c + i * g(pre_c)
-            if attrs.get("peepholes"):
-                pre_o = pre_o + extra[n : 2 * n] * new_c
-            new_h = f(pre_o) * h_act(new_c)
+                i = f(gates[:, :n] + extra[:n] * c)
+                forget = (1 - i) if attrs.get("input_forget") else f(gates[:, 2 * n : 3 * n] + extra[2 * n :] * c)
+                new_c = forget * c + i * g(gates[:, 3 * n :])
+                o = f(gates[:, n : 2 * n] + extra[n : 2 * n] * new_c)
+            else:  # i, o, f side by side: one pass of f
+                iof = f(gates[:, : 3 * n])
+                i, o = iof[:, :n], iof[:, n : 2 * n]
+                forget = (1 - i) if attrs.get("input_forget") else iof[:, 2 * n :]
+                new_c = forget * c + i * g(gates[:, 3 * n :])
+            new_h = o * h_act(new_c)
         if masked:
             live = t < lens_col
             store(y[t], xp.where(live, new_h, 0))
