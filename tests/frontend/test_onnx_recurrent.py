@@ -285,3 +285,20 @@ def test_bad_direction_and_weight_shape_name_the_node():
     w = model.graph.initializer[0]
     w.CopyFrom(onnx.numpy_helper.from_array(np.zeros((1, 4, 2), np.float32), "W"))
     assert "W has shape [1, 4, 2], expected [1, ?, 3]" in _error(model)
+
+
+def test_scan_runs_on_the_accelerator():
+    """nn.recurrent_scan has a kernel on every device kind: pinned to ``sim`` with the
+    host for the rest, a bidirectional LSTM with peepholes and sequence_lens matches ORT."""
+    from hetvm.cli_support.placement import pin_params
+    from hetvm.ir import VDevice
+
+    model, feeds = _model("LSTM", direction="bidirectional", lens="input", initial=True, peep=True)
+    mod = from_onnx(model).with_global_infos(vdevice=[VDevice("sim", 0), VDevice("llvm", 0)])
+    exe = hetvm.build(pin_params(mod, VDevice("sim", 0)))
+    scans = [i for i in exe["main"].instructions if getattr(i, "op", None) == "nn.recurrent_scan"]
+    assert len(scans) == 2 and all(exe.devices[i.device]["kind"] == "sim" for i in scans)
+    vm = hetvm.VirtualMachine(exe, [hetvm.device("sim", 0), hetvm.cpu(0)])
+    out = vm["main"](*feeds.values())
+    _compare([o.copyto(hetvm.cpu(0)).numpy() for o in out], _onnxruntime(model, feeds))
+    assert vm.memory_report()["sim:0"]["peak_bytes"] > 0
