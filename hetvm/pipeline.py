@@ -2,7 +2,7 @@
 
 Order matters and each step is a named pass (see ``default_pipeline``):
 Normalize → FoldConstant → FoldScaleAxis → ReorderPoolConv → FuseConvEpilogue → FuseChannelAffine →
-FusePoolEpilogue → PlanDevices → MatchJoinedShapes → FuseOps → LegalizeOps → ToNonDataflow → SplitHosts → CallTIRRewrite → ConcatInPlace → StaticPlanBlockMemory → LowerAllocTensor →
+FusePoolEpilogue → PlanDevices → MatchJoinedShapes → FuseOps → LegalizeOps → ToNonDataflow → SplitHosts → CallTIRRewrite → ConcatInPlace → InplaceElementwise → StaticPlanBlockMemory → LowerAllocTensor →
 KillAfterLastUse, then VM codegen (or graph-executor codegen).
 """
 
@@ -25,6 +25,7 @@ from .transform import (
     FuseConvEpilogue,
     FuseOps,
     FusePoolEpilogue,
+    InplaceElementwise,
     KillAfterLastUse,
     LegalizeOps,
     LowerAllocTensor,
@@ -83,6 +84,7 @@ def default_pipeline(
         CallTIRRewrite(),
         DeadCodeElimination(),
         ConcatInPlace(),
+        InplaceElementwise(),
     ]
     if plan_memory:
         passes.append(StaticPlanBlockMemory())

@@ -13,6 +13,7 @@ from .fuse_channel_affine import FuseChannelAffine
 from .fuse_conv_epilogue import FuseConvEpilogue
 from .fuse_ops import FuseOps
 from .fuse_pool_epilogue import FusePoolEpilogue
+from .inplace_elementwise import InplaceElementwise
 from .kill_after_last_use import KillAfterLastUse
 from .legalize_ops import LegalizeOps
 from .lower_alloc_tensor import LowerAllocTensor
@@ -41,6 +42,7 @@ from .to_non_dataflow import ToNonDataflow
 __all__ = [
     "CallTIRRewrite",
     "ConcatInPlace",
+    "InplaceElementwise",
     "CanonicalizeBindings",
     "DeadCodeElimination",
     "FoldConstant",

@@ -29,8 +29,9 @@ F32 = "float32"
 @pytest.fixture(autouse=True)
 def _unfused():
     """The figures are the planner's on these exact programs: FuseOps would make
-    their element-wise chains one op (fewer tensors to plan)."""
-    with PassContext(disabled_pass=["FuseOps"]):
+    their element-wise chains one op (fewer tensors to plan), InplaceElementwise
+    one buffer (tests/transform/test_inplace_elementwise.py has its figures)."""
+    with PassContext(disabled_pass=["FuseOps", "InplaceElementwise"]):
         yield
 
 
