@@ -207,6 +207,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         result = run(compiled, args_np, trace=True)
     rows = _memory_rows(compiled, result)
     console.table(memory_table(rows))
+    from .cli_support.order_report import order_lines
+
+    for line in order_lines(getattr(compiled.exe, "metadata", None)):
+        console.print(line)
     # live bytes tensor by tensor: the same program without the static plan,
     # so every intermediate is its own allocation and every kill frees it
     unplanned = _compile(mod, setup, "vm", console, want_explain=False, plan_memory=False)

@@ -2,7 +2,7 @@
 
 Order matters and each step is a named pass (see ``default_pipeline``):
 Normalize → FoldConstant → FoldScaleAxis → ReorderPoolConv → FuseConvEpilogue → FuseChannelAffine →
-FusePoolEpilogue → PlanDevices → MatchJoinedShapes → FuseOps → LegalizeOps → ToNonDataflow → SplitHosts → CallTIRRewrite → ConcatInPlace → InplaceElementwise → StaticPlanBlockMemory → LowerAllocTensor →
+FusePoolEpilogue → PlanDevices → MatchJoinedShapes → FuseOps → MemoryAwareOrder → LegalizeOps → ToNonDataflow → SplitHosts → CallTIRRewrite → ConcatInPlace → InplaceElementwise → StaticPlanBlockMemory → LowerAllocTensor →
 KillAfterLastUse, then VM codegen (or graph-executor codegen).
 """
 
@@ -30,6 +30,7 @@ from .transform import (
     LegalizeOps,
     LowerAllocTensor,
     MatchJoinedShapes,
+    MemoryAwareOrder,
     Normalize,
     Pass,
     PassContext,
@@ -78,6 +79,7 @@ def default_pipeline(
         ),
         MatchJoinedShapes(),
         FuseOps(missing_kernels=(plan_devices_options or {}).get("missing_kernels")),
+        MemoryAwareOrder(),
         LegalizeOps(),
         ToNonDataflow(),
         SplitHosts(),

@@ -18,6 +18,7 @@ from .kill_after_last_use import KillAfterLastUse
 from .legalize_ops import LegalizeOps
 from .lower_alloc_tensor import LowerAllocTensor
 from .match_joined_shapes import MatchJoinedShapes
+from .memory_aware_order import MemoryAwareOrder
 from .normalize import Normalize
 from .pass_infra import (
     BindingOrigin,
@@ -43,6 +44,7 @@ __all__ = [
     "CallTIRRewrite",
     "ConcatInPlace",
     "InplaceElementwise",
+    "MemoryAwareOrder",
     "CanonicalizeBindings",
     "DeadCodeElimination",
     "FoldConstant",
