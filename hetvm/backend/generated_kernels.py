@@ -71,10 +71,10 @@ def compile_generated_kernels(mod: IRModule) -> dict | None:
         if key in done:
             continue
         kernel = cg.generated_kernel(__import__("numpy"), program)
-        if kernel is None:  # the NumPy runner is the faster one here (see codegen_numba.mode)
+        took = kernel.compile_for([s for s, _ in inputs], [d for _, d in inputs], out[0], out[1])
+        if took is None:  # the NumPy runner runs these shapes (see codegen_numba.mode)
             continue
         done.add(key)
-        took = kernel.compile_for([s for s, _ in inputs], [d for _, d in inputs], out[0], out[1])
         log.info("generated kernel %d/%d compiled in %.2f s", n, len(todo), took)
     if not done:
         return None

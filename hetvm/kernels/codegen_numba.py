@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
+import math
 import os
 import sys
 import threading
@@ -50,7 +51,7 @@ import numpy as np
 
 from .fused_program import STEP_OPS, NumpyRunner, check_broadcast, parse_ref
 
-__all__ = ["available", "mode", "prefers_generated", "LIBM_BOUND", "generated_kernel", "covers",
+__all__ = ["available", "mode", "prefers_generated", "LIBM_BOUND", "LIBM_SMALL", "generated_kernel", "covers",
            "compile_stats", "kernel_source", "PARALLEL_MIN"]
 
 log = logging.getLogger("hetvm.codegen")
@@ -108,6 +109,10 @@ _stats = {"kernels": 0, "compile_seconds": 0.0}
 #: (erf and the GELUs): a generated loop calls libm per element for them (Numba
 #: without SVML) and lost to the NumPy runner from 4,096 elements up
 LIBM_BOUND = frozenset({"exp", "log", "tanh", "sin", "cos", "erf", "nn.gelu", "nn.gelu_tanh"})
+#: below this many output elements a libm-bound program is generated all the same:
+#: there the NumPy runner's per-step calls cost more than libm (erf-GELU 4.4x,
+#: tanh-GELU 1.4x faster generated at 256 elements; 0.95x and 0.29x at 4,096)
+LIBM_SMALL = 1024
 
 
 def mode() -> str:
@@ -117,14 +122,17 @@ def mode() -> str:
     return {"0": "off", "1": "all"}.get(value, "auto")
 
 
-def prefers_generated(program: Sequence[Sequence[Any]]) -> bool:
-    """The per-program rule of ``auto``: generated unless a step is :data:`LIBM_BOUND`.
+def prefers_generated(program: Sequence[Sequence[Any]], size: int | None = None) -> bool:
+    """The rule of ``auto``: generated unless a step is :data:`LIBM_BOUND` and the
+    output has ``size`` >= :data:`LIBM_SMALL` elements (None: any size).
 
     Measured one thread, CPU time, float32, NumPy runner / generated
     (``benchmarks/fused_numba_vs_numpy.py``): arithmetic, relu, clip (HardSwish),
     sigmoid and silu programs 1.2-12x faster generated at 256 to 2^20 elements
     (NumPy's sigmoid is five passes); exp, tanh, erf and GELU programs 0.1-0.95x
     from 4,096 elements (NumPy's are SIMD)."""
+    if size is not None and size < LIBM_SMALL:
+        return True
     return not any(step[0] in LIBM_BOUND for step in program)
 
 
@@ -309,6 +317,14 @@ class _Kernel:
         self.program = program
         self.plans: dict[tuple, tuple[tuple[int, ...], list[tuple[int, ...]], Any]] = {}
         self.fallback: Callable[..., None] | None = None
+        self.by_size = mode() == "auto" and not prefers_generated(program)
+
+    def generates(self, dtypes: Sequence[str], out_shape: tuple[int, ...]) -> bool:
+        """Whether a call of these input dtypes and output shape runs generated code
+        (covered, and the ``auto`` rule's size test where it applies)."""
+        if not covers(self.program, dtypes):
+            return False
+        return not self.by_size or prefers_generated(self.program, math.prod(out_shape))
 
     def plan(self, shapes: tuple, out_shape: tuple[int, ...]) -> Any:
         merged, flags = _merge(out_shape, list(shapes))
@@ -323,13 +339,14 @@ class _Kernel:
         return merged, in_shapes, mod
 
     def compile_for(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[str],
-                    out_shape: tuple[int, ...], out_dtype: str) -> float:  # fmt: skip
+                    out_shape: tuple[int, ...], out_dtype: str) -> float | None:  # fmt: skip
         """Compiles (or loads from the disk cache) the serial and parallel kernels
-        for these shapes ahead of a run; returns the seconds it took."""
+        for these shapes ahead of a run; returns the seconds it took (None: these
+        shapes run on the NumPy runner, nothing compiled)."""
         key = (tuple(shapes), out_shape)
-        if not covers(self.program, dtypes):
+        if not self.generates(dtypes, out_shape):
             self.plans[key] = False
-            return 0.0
+            return None
         start = time.perf_counter()
         if not self.plans.get(key):
             self.plans[key] = self.plan(tuple(shapes), out_shape)
@@ -349,7 +366,7 @@ class _Kernel:
         plan = self.plans.get(key)
         if plan is None:
             check_broadcast(inputs, out)
-            if not covers(self.program, [str(a.dtype) for a in inputs]):
+            if not self.generates([str(a.dtype) for a in inputs], out.shape):
                 plan = self.plans[key] = False
             else:
                 plan = self.plans[key] = self.plan(key[0], out.shape)
@@ -390,12 +407,10 @@ _KERNELS: dict[tuple, _Kernel] = {}
 
 def generated_kernel(xp: Any, program: tuple) -> Any:
     """A kernel of ``program`` (``fn(*inputs, out)``) that runs generated code
-    where it covers the call's dtypes and the NumPy runner elsewhere; None
-    where Numba is absent or off, the arrays are not NumPy's, or (``auto``) the
-    NumPy runner is the faster one for this program."""
+    where it covers the call's dtypes (and, ``auto``, where the rule prefers it
+    for the call's size) and the NumPy runner elsewhere; None where Numba is
+    absent or off, or the arrays are not NumPy's."""
     if xp is not np or not available():
-        return None
-    if mode() == "auto" and not prefers_generated(program):
         return None
     kernel = _KERNELS.get(program)
     if kernel is None:

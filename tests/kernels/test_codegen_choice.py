@@ -22,9 +22,12 @@ def test_mode_follows_the_environment(monkeypatch, value, expected):
     assert cg.mode() == expected
 
 
-def test_the_rule_keeps_libm_bound_programs_on_the_numpy_runner():
+def test_the_rule_keeps_large_libm_bound_programs_on_the_numpy_runner():
     assert cg.prefers_generated(ARITH) and cg.prefers_generated(SIGMOID)
+    assert cg.prefers_generated(ARITH, 1 << 20)
     assert not cg.prefers_generated(TANH_GELU) and not cg.prefers_generated(EXP)
+    assert not cg.prefers_generated(EXP, cg.LIBM_SMALL)
+    assert cg.prefers_generated(EXP, cg.LIBM_SMALL - 1)  # small: generated all the same
 
 
 @pytest.fixture
@@ -39,17 +42,27 @@ def numba_mode(monkeypatch):
     cg._checked = False
 
 
-def test_auto_generates_only_where_the_rule_says(numba_mode):
+def test_auto_generates_only_where_the_rule_says(numba_mode, monkeypatch):
     numba_mode("auto")
-    assert cg.generated_kernel(np, ARITH) is not None
-    assert cg.generated_kernel(np, SIGMOID) is not None
-    assert cg.generated_kernel(np, TANH_GELU) is None
-    assert cg.generated_kernel(np, EXP) is None
+    monkeypatch.setattr(cg, "_KERNELS", {})
+    big, small = (64, 64), (4, 8)
+    assert cg.generated_kernel(np, ARITH).generates([F32, F32], big)
+    assert cg.generated_kernel(np, SIGMOID).generates([F32], big)
+    assert not cg.generated_kernel(np, TANH_GELU).generates([F32], big)
+    assert cg.generated_kernel(np, TANH_GELU).generates([F32], small)
+    assert not cg.generated_kernel(np, EXP).generates([F32, F32], big)
+    # a large call of a libm-bound program runs the NumPy runner, exactly
+    x = np.linspace(-3, 3, 64 * 64, dtype=F32).reshape(big)
+    out = np.empty(big, F32)
+    cg.generated_kernel(np, TANH_GELU)(x, out)
+    assert cg.generated_kernel(np, TANH_GELU).plans[((big,), big)] is False
+    np.testing.assert_allclose(out, 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3))), rtol=1e-5)
 
 
-def test_one_generates_every_covered_program_and_zero_none(numba_mode):
+def test_one_generates_every_covered_program_and_zero_none(numba_mode, monkeypatch):
     numba_mode("1")
-    assert cg.generated_kernel(np, TANH_GELU) is not None
+    monkeypatch.setattr(cg, "_KERNELS", {})
+    assert cg.generated_kernel(np, TANH_GELU).generates([F32], (64, 64))
     numba_mode("0")
     assert not cg.available()
     assert cg.generated_kernel(np, ARITH) is None
