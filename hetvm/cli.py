@@ -29,9 +29,10 @@ def _console(args: argparse.Namespace):
 
 
 def _setup(args: argparse.Namespace):
-    from .cli_support.placement import parse_devices, parse_missing
+    from .cli_support.placement import parse_devices, parse_missing, parse_stages
 
-    return parse_devices(args.devices, parse_missing(args.missing_kernel))
+    setup = parse_devices(args.devices, parse_missing(args.missing_kernel))
+    return parse_stages(getattr(args, "stages", None), setup)
 
 
 def _load(args: argparse.Namespace, console) -> Any:
@@ -324,6 +325,8 @@ def _common(p: argparse.ArgumentParser, model: bool = True) -> None:
                        help="pin an ONNX op type, node name, hetvm op or value to a device")  # fmt: skip
         p.add_argument("--missing-kernel", action="append", metavar="DEVICE=OP[,OP]",
                        help="configure a sim device without kernels for these hetvm ops")  # fmt: skip
+        p.add_argument("--stages", metavar="DEV,DEV|all",
+                       help="stage mode: cut the model into contiguous pipeline stages on these devices")  # fmt: skip
     p.add_argument("--plain", action="store_true", help="plain-text tables (no rich)")
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
 

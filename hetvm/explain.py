@@ -3,9 +3,14 @@
 Runs the device planner on a module and returns an :class:`ExplainReport`:
 ``copies`` has one entry per inserted copy (value, source and destination
 devices, bytes, consumers, reason, the pass that inserted it), ``totals`` sums
-copies and bytes per device pair, and ``str(report)`` is a table (``rich`` when
-it is installed, plain text otherwise). A module that already went through
-PlanDevices is explained from its recorded ``device_copies``.
+copies and bytes per device pair, ``transfers`` lists the copies that cross
+between hosts (devices of ``hetvm.remote`` hosts), one per value and
+destination host (that is what the network carries: a value read by two
+devices of one host is sent there once), with bytes, reason and the time the
+cost model's link gives it, and ``stages`` the cut of stage mode. ``str(report)``
+is a table (``rich`` when it is installed, plain text otherwise). A module
+that already went through PlanDevices is explained from its recorded
+``device_copies``.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class ExplainReport:
     copies: list[dict]
     module: IRModule | None = None
     totals: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    stages: dict | None = None
 
     def __post_init__(self) -> None:
         if not self.totals:
@@ -40,6 +46,36 @@ class ExplainReport:
     @property
     def total_bytes(self) -> int:
         return sum(int(c["bytes"]) for c in self.copies)
+
+    @property
+    def transfers(self) -> list[dict]:
+        """Copies between hosts, one per (function, value, source host, destination host)."""
+        links = _links_of(self.module)
+        out: dict[tuple, dict] = {}
+        for c in self.copies:
+            src, dst = _host(c["src"]), _host(c["dst"])
+            if src == dst:
+                continue
+            key = (c["function"], c["value"], src, dst)
+            t = out.get(key)
+            if t is None:
+                nbytes = int(c["bytes"])
+                out[key] = {
+                    "value": c["value"], "function": c["function"], "src_host": src, "dst_host": dst,
+                    "bytes": nbytes, "devices": [f"{c['src']} -> {c['dst']}"], "reason": c["reason"],
+                    "seconds": links.cross_host.seconds(nbytes),
+                }
+            else:
+                t["devices"].append(f"{c['src']} -> {c['dst']}")
+        return list(out.values())
+
+    @property
+    def transfer_bytes(self) -> int:
+        return sum(t["bytes"] for t in self.transfers)
+
+    def transfer_rows(self) -> list[list[str]]:
+        return [[t["value"], t["function"], f"{t['src_host']} -> {t['dst_host']}", str(t["bytes"]),
+                 f"{t['seconds'] * 1e3:.3f}", ", ".join(t["devices"]), t["reason"]] for t in self.transfers]  # fmt: skip
 
     def rows(self) -> list[list[str]]:
         out = []
@@ -61,10 +97,44 @@ class ExplainReport:
             return _plain_text(self)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "copies": list(self.copies),
             "totals": [{"src": s, "dst": d, **t} for (s, d), t in sorted(self.totals.items())],
         }
+        transfers = self.transfers
+        if transfers:
+            out["transfers"] = transfers
+        if self.stages is not None:
+            out["stages"] = self.stages
+        return out
+
+
+_TRANSFER_COLUMNS = ["value", "function", "hosts", "bytes", "ms (model)", "devices", "reason"]
+
+
+def _host(device: str) -> str | None:
+    host, sep, _ = device.rpartition("/")
+    return host if sep else None
+
+
+def _links_of(mod: IRModule | None) -> Any:
+    from .transform.device_planning.stages import LinkCosts
+
+    spec = (mod.attrs.get("device_links") if mod is not None else None) or None
+    return LinkCosts.of(spec)
+
+
+def _stage_lines(stages: dict) -> list[str]:
+    lines = [f"stage mode: {len(stages['devices'])} stages over {stages['ops']} ops of main, "
+             f"bottleneck {stages['bottleneck_s'] * 1e3:.3f} ms (model)"]  # fmt: skip
+    for i, (dev, (a, b), (first, last), sec) in enumerate(
+        zip(stages["devices"], stages["ranges"], stages["first_last"], stages["compute_s"])
+    ):
+        lines.append(f"  stage {i + 1} on {dev}: ops {a}..{b} ('{first}' .. '{last}'), compute {sec * 1e3:.3f} ms")
+        if i < len(stages["boundary_bytes"]):
+            lines.append(f"    -> {stages['boundary_bytes'][i]} bytes to the next stage, "
+                         f"{stages['transfer_s'][i] * 1e3:.3f} ms")  # fmt: skip
+    return lines
 
 
 def _plain_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -76,13 +146,26 @@ def _plain_table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _plain_text(report: ExplainReport) -> str:
+    extra = _extra_lines(report)
     if not report.copies:
-        return "no device copies"
+        return "\n".join(["no device copies"] + extra)
     lines = [f"{len(report.copies)} device copies, {report.total_bytes} bytes"]
     lines += _plain_table([c for c in _COLUMNS], report.rows())
     lines.append("")
     lines += _plain_table(["src", "dst", "copies", "bytes"], report.totals_rows())
-    return "\n".join(lines)
+    return "\n".join(lines + extra)
+
+
+def _extra_lines(report: ExplainReport) -> list[str]:
+    """The cross-host transfers and the stage cut, as plain lines."""
+    lines: list[str] = []
+    transfers = report.transfers
+    if transfers:
+        lines += ["", f"{len(transfers)} cross-host transfers, {report.transfer_bytes} bytes"]
+        lines += _plain_table(_TRANSFER_COLUMNS, report.transfer_rows())
+    if report.stages is not None:
+        lines += [""] + _stage_lines(report.stages)
+    return lines
 
 
 def _rich_text(report: ExplainReport) -> str:
@@ -90,7 +173,7 @@ def _rich_text(report: ExplainReport) -> str:
     from rich.table import Table
 
     if not report.copies:
-        return "no device copies"
+        return "\n".join(["no device copies"] + _extra_lines(report))
     console = Console(width=160, record=True, file=_Null(), color_system=None)
     table = Table(title=f"{len(report.copies)} device copies, {report.total_bytes} bytes")
     for c in _COLUMNS:
@@ -104,7 +187,17 @@ def _rich_text(report: ExplainReport) -> str:
         totals.add_row(*r)
     console.print(table)
     console.print(totals)
-    return console.export_text().rstrip()
+    if report.transfers:
+        cross = Table(title=f"{len(report.transfers)} cross-host transfers, {report.transfer_bytes} bytes")
+        for c in _TRANSFER_COLUMNS:
+            cross.add_column(c, overflow="fold")
+        for r in report.transfer_rows():
+            cross.add_row(*r)
+        console.print(cross)
+    text = console.export_text().rstrip()
+    if report.stages is not None:
+        text += "\n\n" + "\n".join(_stage_lines(report.stages))
+    return text
 
 
 class _Null:
@@ -118,12 +211,12 @@ class _Null:
 def explain(mod: IRModule, **plan_options: Any) -> ExplainReport:
     """Plans ``mod``'s devices (``PlanDevices`` options) and reports every copy."""
     if "device_copies" in mod.attrs and not plan_options:
-        return ExplainReport(list(mod.attrs["device_copies"]), mod)
+        return ExplainReport(list(mod.attrs["device_copies"]), mod, stages=mod.attrs.get("device_stages"))
     from .transform.normalize import Normalize
     from .transform.plan_devices import plan_module
 
     result = plan_module(Normalize()(mod), **plan_options)
-    return ExplainReport(result.copies, result.mod)
+    return ExplainReport(result.copies, result.mod, stages=result.mod.attrs.get("device_stages"))
 
 
 class _CallableModule(types.ModuleType):

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from .errors import HetvmError
 from .ir.module import IRModule
-from .ir.vdevice import VDevice, runtime_kind
+from .ir.vdevice import VDevice, remote, runtime_kind
 from .transform import (
     CallTIRRewrite,
     ConcatInPlace,
@@ -44,15 +44,18 @@ from .transform import (
 
 
 def target_vdevice(target: str | dict | None) -> VDevice:
-    """The vdevice a target string names (``"llvm"``, ``"sim"``, ``"cuda:1"``)."""
+    """The vdevice a target string names (``"llvm"``, ``"sim"``, ``"cuda:1"``, ``"hostB/sim:0"``)."""
     if target is None:
         return VDevice("llvm", 0)
     if isinstance(target, dict):
         return VDevice(str(target.get("kind", "llvm")), int(target.get("device_id", 0)))
-    kind, _, idx = str(target).partition(":")
+    host, sep, rest = str(target).rpartition("/")
+    kind, _, idx = rest.partition(":")
     kind = kind.strip() or "llvm"
     if kind == "cpu":
         kind = "llvm"
+    if sep:  # "hostB/sim:0": a device of another machine
+        return remote(host.strip(), kind, int(idx) if idx else 0)
     return VDevice(kind, int(idx) if idx else 0)
 
 

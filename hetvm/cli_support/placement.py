@@ -3,6 +3,8 @@
 ``--devices sim:0,cpu`` declares the module's vdevices in that order (the VM's
 device list follows it); the first is the default device, and the first CPU
 is the host (added when not listed, since shapes and copies need one).
+``--devices hostA/cpu,hostB/sim:0`` names devices of two machines (see
+docs/distributed.md); ``--stages`` then cuts the model into pipeline stages.
 
 ``--place RULE=DEVICE`` pins values before the device planner runs. RULE is
 an ONNX op type (``Softmax``), an ONNX node name, a hetvm op name
@@ -21,10 +23,10 @@ from ..errors import DevicePlanError, HetvmError
 from ..ir import expr as E
 from ..ir import struct_info as S
 from ..ir.module import IRModule
-from ..ir.vdevice import VDevice
+from ..ir.vdevice import VDevice, remote
 from ..ir.visitor import ExprMutator
 
-__all__ = ["DeviceSetup", "parse_devices", "parse_place_rules", "parse_missing", "apply_pins"]
+__all__ = ["DeviceSetup", "parse_devices", "parse_place_rules", "parse_missing", "parse_stages", "apply_pins"]
 
 
 @dataclass
@@ -35,6 +37,8 @@ class DeviceSetup:
     default: VDevice
     host: VDevice
     missing_kernels: dict[str, set[str]] = field(default_factory=dict)
+    #: stage mode: the devices of the pipeline stages, in order (``--stages``)
+    stages: list[str] = field(default_factory=list)
 
     @property
     def names(self) -> list[str]:
@@ -46,20 +50,24 @@ class DeviceSetup:
 
 
 def device_name(v: VDevice) -> str:
-    return f"{v.kind}:{v.vdevice_id}"
+    return ("" if v.host is None else f"{v.host}/") + f"{v.kind}:{v.vdevice_id}"
 
 
 def _vdevice(text: str) -> VDevice:
-    kind, _, idx = text.strip().partition(":")
+    """``sim:0``, ``cpu`` or a device of another machine, ``hostB/sim:0``."""
+    host, sep, rest = text.strip().rpartition("/")
+    kind, _, idx = rest.partition(":")
     kind = kind.strip().lower()
     if kind in ("cpu", "llvm", "host", "c"):
         kind = "llvm"
     if kind not in ("llvm", "sim", "cuda", "rocm"):
-        raise DevicePlanError(f"--devices: unknown device '{text}' (use cpu, sim:N or cuda:N)")
+        raise DevicePlanError(f"--devices: unknown device '{text}' (use cpu, sim:N, cuda:N or HOST/KIND:N)")
     try:
         index = int(idx) if idx.strip() else 0
     except ValueError:
         raise DevicePlanError(f"--devices: bad device index in '{text}' (use kind:N)") from None
+    if sep:
+        return remote(host.strip(), kind, index)
     return VDevice(kind, index)
 
 
@@ -76,7 +84,8 @@ def parse_devices(text: str | None, missing: Mapping[str, set[str]] | None = Non
         vdevs.append(v)
     host = next((v for v in vdevs if v.is_host), None)
     if host is None:
-        host = VDevice("llvm", 0)
+        # the CPU of the first device's machine (devices of named hosts) or this one
+        host = VDevice("llvm", 0) if vdevs[0].host is None else remote(vdevs[0].host, "cpu", 0)
         vdevs.append(host)
     names = {device_name(v) for v in vdevs}
     missing = {k: set(v) for k, v in (missing or {}).items()}
@@ -86,6 +95,22 @@ def parse_devices(text: str | None, missing: Mapping[str, set[str]] | None = Non
                 f"--missing-kernel names device '{key}', which is not in --devices ({', '.join(sorted(names))})"
             )
     return DeviceSetup(vdevs, vdevs[0], host, missing)
+
+
+def parse_stages(text: str | None, setup: DeviceSetup) -> DeviceSetup:
+    """``--stages hostA/cpu,hostB/sim:0`` (or ``--stages all``: every listed device
+    in order) -> the setup with its stage devices; each must be in ``--devices``."""
+    if not text:
+        return setup
+    names = setup.names
+    items = names if text.strip() == "all" else [device_name(_vdevice(t)) for t in text.split(",") if t.strip()]
+    for item in items:
+        if item not in names:
+            raise DevicePlanError(f"--stages: device '{item}' is not in --devices ({', '.join(names)})")
+    if len(items) < 2:
+        raise DevicePlanError("--stages: give at least two devices")
+    setup.stages = list(items)
+    return setup
 
 
 def parse_missing(items: Sequence[str] | None) -> dict[str, set[str]]:

@@ -73,17 +73,20 @@ class RunResult:
 
 
 def _plan_options(setup: DeviceSetup) -> dict[str, Any]:
-    """PlanDevices options the installed planner accepts (missing kernels)."""
-    if not setup.missing_kernels:
+    """PlanDevices options the installed planner accepts (missing kernels, stages)."""
+    if not setup.missing_kernels and not setup.stages:
         return {}
     try:
         from ..transform.plan_devices import PlanDevices  # type: ignore[import-not-found]
     except ImportError:
         return {}
     params = inspect.signature(PlanDevices).parameters
-    if "missing_kernels" in params:
-        return {"missing_kernels": {k: sorted(v) for k, v in setup.missing_kernels.items()}}
-    return {}
+    out: dict[str, Any] = {}
+    if setup.missing_kernels and "missing_kernels" in params:
+        out["missing_kernels"] = {k: sorted(v) for k, v in setup.missing_kernels.items()}
+    if setup.stages and "stages" in params:
+        out["stages"] = list(setup.stages)
+    return out
 
 
 def configure_runtime(setup: DeviceSetup) -> list[Any]:

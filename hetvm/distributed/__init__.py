@@ -15,9 +15,13 @@ imported only by :class:`DistributedVM`. See docs/distributed.md.
 """
 
 from .local import LocalHosts
+from .memory import check_memory_limits, memory_by_device
 from .plan import HostSchedule, schedule_of
 
-__all__ = ["DistributedVM", "LocalHosts", "HostSchedule", "schedule_of", "host_resource"]
+__all__ = [
+    "DistributedVM", "LocalHosts", "HostSchedule", "schedule_of", "host_resource",
+    "memory_by_device", "check_memory_limits",
+]
 
 
 def __getattr__(name: str):

@@ -8,11 +8,12 @@ plan (bytes each host receives) on a machine without Ray.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
 from ..runtime.bytecode import Executable
+from .memory import check_memory_limits
 from .plan import build_result, schedule_of
 from .worker import HostWorker
 
@@ -22,8 +23,10 @@ __all__ = ["LocalHosts"]
 class LocalHosts:
     """``LocalHosts(exe)(*args)`` runs ``function`` part by part, host by host."""
 
-    def __init__(self, exe: Executable, function: str = "main") -> None:
+    def __init__(self, exe: Executable, function: str = "main", memory_limits: Mapping[str, int] | None = None) -> None:
         self.schedule = schedule_of(exe, function)
+        if memory_limits:
+            check_memory_limits(exe, memory_limits, function)
         hosts = list(dict.fromkeys(p.host for p in self.schedule.parts))
         self.workers = {h: HostWorker(exe, h, function) for h in hosts}
         self._ids = itertools.count()

@@ -49,6 +49,7 @@ from ..errors import (
     WorkerDiedError,
 )
 from ..runtime.bytecode import Executable
+from .memory import check_memory_limits
 from .plan import HostSchedule, PartPlan, build_result, schedule_of
 from .worker import HostWorker
 
@@ -99,7 +100,8 @@ class DistributedVM:
     ``nodes`` maps a host to a Ray node id; a host not in it is found by the
     custom resource :func:`host_resource` or by the node's host name / address.
     ``timeout`` bounds every wait of a request (seconds), ``start_timeout`` the
-    start of the workers. ``ray.init`` must have been called (this class never
+    start of the workers. ``memory_limits`` (``{"hostB/sim:0": bytes}``) refuses a
+    placement whose memory plan does not fit, before anything starts. ``ray.init`` must have been called (this class never
     starts a cluster).
     """
 
@@ -110,7 +112,10 @@ class DistributedVM:
         nodes: Mapping[str, str] | None = None,
         timeout: float = 60.0,
         start_timeout: float = 60.0,
+        memory_limits: Mapping[str, int] | None = None,
     ) -> None:
+        if memory_limits:
+            check_memory_limits(exe, memory_limits, function)
         self.ray = _import_ray()
         if not self.ray.is_initialized():
             raise DistributedError("DistributedVM needs a running Ray: call ray.init(address=...) first")

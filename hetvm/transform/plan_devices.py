@@ -18,6 +18,10 @@ Decisions:
   all call sites together. Cloning per device signature would multiply code and
   compile time, and a body's own pins and missing kernels hold for every clone
   anyway; the cut already puts the boundary where it is cheapest.
+* **Stage mode** (``stages=["hostA/cpu", "hostB/sim:0"]``) cuts ``main``'s ops
+  into contiguous pipeline stages first (see ``device_planning/stages.py``);
+  ``links`` configures the bandwidth and latency of the cost model's links
+  (within a host, between hosts). The chosen cut is ``mod.attrs["device_stages"]``.
 * **Missing kernels** are known at compile time from the kernel registry, from
   ``missing_kernels`` in a vdevice's target attributes, and from the
   ``missing_kernels={"sim:0": {"nn.softmax"}}`` option (see ``devices.py``).
@@ -28,15 +32,17 @@ Afterwards every tensor has a declared vdevice, ``check_device_plan`` holds and
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
+from ..errors import DevicePlanError
 from ..ir.module import IRModule
 from ..ir.vdevice import VDevice
 from .device_planning.check import check_device_plan
 from .device_planning.collect import Collector
-from .device_planning.devices import DeviceTable, device_key
+from .device_planning.devices import DeviceTable, device_key, key_host
 from .device_planning.rewrite import Rewriter
 from .device_planning.solve import Placement, plan_cost, solve
+from .device_planning.stages import LinkCosts, StagePlan, plan_stages
 from .pass_infra import Pass, PassContext
 
 __all__ = ["PlanDevices", "check_device_plan", "plan_module"]
@@ -45,11 +51,15 @@ __all__ = ["PlanDevices", "check_device_plan", "plan_module"]
 class PlanResult:
     """Everything a plan decided (for explain, tests and benchmarks)."""
 
-    def __init__(self, mod: IRModule, table: DeviceTable, placement: Placement, copies: list[dict]) -> None:
+    def __init__(
+        self, mod: IRModule, table: DeviceTable, placement: Placement, copies: list[dict],
+        stages: StagePlan | None = None,
+    ) -> None:
         self.mod = mod
         self.table = table
         self.placement = placement
         self.copies = copies
+        self.stages = stages
 
     @property
     def modeled_cost(self) -> tuple[int, int]:
@@ -63,11 +73,19 @@ def plan_module(
     host_vdevice: VDevice | str | None = None,
     missing_kernels: Mapping[str | VDevice, Iterable[str]] | None = None,
     check_kernels: bool = True,
+    stages: Sequence[str | VDevice] | None = None,
+    links: LinkCosts | Mapping[str, Any] | None = None,
 ) -> PlanResult:
     """Plans ``mod`` and returns the new module with the plan's details."""
     table = DeviceTable.from_module(mod, default_vdevice, host_vdevice, missing_kernels, check_kernels)
+    link_costs = LinkCosts.of(links)
     collector = Collector(mod, table)
     problem = collector.run()
+    stage_plan = None
+    if stages:
+        if "main" not in mod.functions:
+            raise DevicePlanError("stages: the module has no function 'main' to cut into stages")
+        stage_plan = plan_stages(problem, table, collector.op_domain, mod["main"], list(stages), link_costs)
     placement = solve(problem, table)
     rewriter = Rewriter(mod, table, collector, placement)
     out = rewriter.run()
@@ -79,7 +97,14 @@ def plan_module(
             declared.append(v)
     out = IRModule(out.functions, {**out.global_infos, "vdevice": declared}, dict(out.attrs))
     out.attrs["device_copies"] = copies
-    return PlanResult(out, table, placement, copies)
+    if stage_plan is not None:
+        out.attrs["device_stages"] = stage_plan.to_json()
+    if links is not None or stage_plan is not None or any(key_host(k) for k in table.keys):
+        out.attrs["device_links"] = {
+            name: {"bandwidth": link.bandwidth, "latency": link.latency}
+            for name, link in (("intra_host", link_costs.intra_host), ("cross_host", link_costs.cross_host))
+        }
+    return PlanResult(out, table, placement, copies, stage_plan)
 
 
 class PlanDevices(Pass):
@@ -92,6 +117,8 @@ class PlanDevices(Pass):
         missing_kernels: Mapping[str | VDevice, Iterable[str]] | None = None,
         check_kernels: bool = True,
         check: bool = True,
+        stages: Sequence[str | VDevice] | None = None,
+        links: LinkCosts | Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__("PlanDevices")
         self.options = dict(
@@ -99,6 +126,8 @@ class PlanDevices(Pass):
             host_vdevice=host_vdevice,
             missing_kernels=missing_kernels,
             check_kernels=check_kernels,
+            stages=stages,
+            links=links,
         )
         self.check = check
 

@@ -265,6 +265,8 @@ class _Splitter:
                 "keep": [names.of(v) for v in outputs if v in kept],
                 "send": {names.of(v): sent[v] for v in outputs if v in sent},
                 "result": [names.of(v) for v in outputs if v in result_vars],
+                "sizes": {names.of(v): self.nbytes(v) for v in outputs},
+                "devices": {names.of(v): self.device_of(v) for v in outputs},
             }
             part_records.append(record)
             if len(parts) > 1:
@@ -272,7 +274,7 @@ class _Splitter:
         transfers = []
         for v, dsts in sent.items():
             src_host = parts[part_of[v]].host
-            nbytes = sum(tensor_nbytes(t, self.bounds) for t in _tensor_leaves(v.struct_info))
+            nbytes = self.nbytes(v)
             copies = [t.name_hint for t, s in transfer_src.items() if s is v]
             for h in dsts:
                 transfers.append({
@@ -287,6 +289,13 @@ class _Splitter:
             "transfers": transfers,
         }
         return functions, schedule
+
+    def nbytes(self, v: E.Var) -> int:
+        return sum(tensor_nbytes(t, self.bounds) for t in _tensor_leaves(v.struct_info))
+
+    def device_of(self, v: E.Var) -> str | None:
+        leaves = _tensor_leaves(v.struct_info)
+        return str(leaves[0].vdevice) if leaves and leaves[0].vdevice is not None else None
 
     def part_function(self, fname: str, params: list[E.Var], bindings: list[E.Binding], outputs: list[E.Var]) -> E.Function:
         seq = E.SeqExpr([E.BindingBlock(tuple(bindings))], E.Tuple(tuple(outputs)))

@@ -300,6 +300,24 @@ def test_hints_print_as_tvm_prints_up_to_target_dicts():
     assert _without_targets(print_module(reread)) == _without_targets(text)
 
 
+def test_devices_of_named_hosts_keep_their_host_through_tvm():
+    """A device of another machine records its host in the target's ``tag``
+    (hetvm.remote); TVM parses it, keeps the tag, and hetvm reads TVM's print back."""
+    devs = [hetvm.remote("hostA", "cpu", 0), hetvm.remote("hostB", "cuda", 0)]
+    x = Var("x", struct_info=TensorStructInfo((4,), "float32", vdevice=devs[0]))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        y = bb.emit(op.to_vdevice(x, devs[1]))
+        bb.emit_func_output(y)
+    mod = bb.get().with_global_infos(vdevice=devs)
+    text = print_module(mod)
+    tvm_mod = tvm_from_source(text)
+    assert [str(v.target.tag) for v in tvm_mod.global_infos["vdevice"]] == ["host:hostA", "host:hostB"]
+    reread = from_source(tvm_mod.script(show_meta=False))
+    assert [v.host for v in reread.vdevices] == ["hostA", "hostB"]
+    assert _without_targets(print_module(reread)) == _without_targets(text)
+
+
 @pytest.mark.parametrize(
     "name",
     sorted(HETVM_SCRIPTS),

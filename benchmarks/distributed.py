@@ -1,0 +1,124 @@
+"""Throughput of a light model split over two hosts (stage mode) on Ray, against one host.
+
+Starts a local two-node Ray cluster (``ray.cluster_utils.Cluster``; each node is
+one "host" with one CPU and a small object store), builds an MLP twice:
+
+* one host: every layer on ``hostA/cpu`` (one Ray actor);
+* two hosts: stage mode over ``hostA/cpu`` and ``hostB/sim:0`` (two actors, the
+  activations between the stages cross through Ray's object store);
+
+and runs the same requests with 1 and with ``--in-flight`` requests submitted at
+once (pipelining). Prints requests/s, and where one request's time goes with
+one in flight: compute (the workers' VM time), staging (device -> host copies
+of what is sent), Ray overhead (an empty actor round trip per part) and the
+rest (object-store transfer and scheduling).
+
+Both nodes share this machine's cores, so two "hosts" do not add compute here:
+the figures show the overheads and whether stages overlap, not a real network.
+
+    python benchmarks/distributed.py --requests 40 --layers 8 --width 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+
+def _build(layers: int, width: int, batch: int, two_hosts: bool):
+    import hetvm
+    from hetvm.testing.multi_host import HOST_A_CPU, HOST_B_SIM, mlp
+
+    if two_hosts:
+        mod = mlp(layers, width, batch, devices=[HOST_A_CPU, HOST_B_SIM])
+        opts = {"stages": ["hostA/cpu", "hostB/sim:0"]}
+    else:
+        mod = mlp(layers, width, batch, devices=[HOST_A_CPU])
+        opts = {}
+    return mod, hetvm.build(mod, plan_devices_options=opts)
+
+
+def _ping_s(ray, actor, n: int = 20) -> float:
+    ray.get(actor.ping.remote(), timeout=60)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        ray.get(actor.ping.remote(), timeout=60)
+    return (time.perf_counter() - t0) / n
+
+
+def _measure(ray, dvm, requests, in_flight: int) -> float:
+    dvm.run_many(requests[:2], in_flight=1)  # warm
+    t0 = time.perf_counter()
+    dvm.run_many(requests, in_flight=in_flight)
+    return len(requests) / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=40)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--in-flight", type=int, default=4)
+    args = ap.parse_args()
+
+    import ray
+    from ray.cluster_utils import Cluster
+
+    import hetvm
+    from hetvm.distributed import DistributedVM, host_resource, schedule_of
+    from hetvm.testing.multi_host import inputs_for
+
+    small = dict(num_cpus=1, object_store_memory=100 * 2**20)
+    t0 = time.perf_counter()
+    cluster = Cluster(initialize_head=True,
+                      head_node_args=dict(include_dashboard=False, resources={host_resource("hostA"): 1}, **small))
+    cluster.add_node(resources={host_resource("hostB"): 1}, **small)
+    ray.init(address=cluster.address, log_to_driver=False)
+    cluster.wait_for_nodes()
+    print(f"two-node cluster started in {time.perf_counter() - t0:.1f} s")
+    try:
+        for two in (False, True):
+            mod, exe = _build(args.layers, args.width, args.batch, two)
+            sched = schedule_of(exe)
+            reqs = [inputs_for(mod, seed=s) for s in range(args.requests)]
+            local = hetvm.VirtualMachine(exe)
+            t = time.perf_counter()
+            for r in reqs[:10]:
+                local["main"](*r)
+            local_rps = 10 / (time.perf_counter() - t)
+            with DistributedVM(exe, timeout=120) as dvm:
+                ref = np.asarray(local["main"](*reqs[0]).copyto(hetvm.cpu()).numpy())
+                np.testing.assert_allclose(dvm(*reqs[0]), ref, rtol=1e-5, atol=1e-5)
+                dvm.reset_stats()
+                t = time.perf_counter()
+                dvm.run_many(reqs, in_flight=1)
+                wall1 = (time.perf_counter() - t) / len(reqs)
+                stats = dvm.stats()
+                rps1 = 1 / wall1
+                rpsn = _measure(ray, dvm, reqs, args.in_flight)
+                ping = statistics.mean(_ping_s(ray, dvm.actor(h)) for h in sched.hosts if h in stats)
+            compute = sum(s["compute_s"] for s in stats.values()) / len(reqs)
+            staging = sum(s["staging_s"] for s in stats.values()) / len(reqs)
+            received = sum(s["received_bytes"] for s in stats.values()) / len(reqs)
+            overhead = ping * len(sched.parts)
+            rest = max(wall1 - compute - staging - overhead, 0.0)
+            name = "two hosts (stage mode)" if two else "one host"
+            print(f"\n{name}: {len(sched.parts)} part(s), {sched.transfer_bytes} bytes cross hosts per request "
+                  f"(measured {received:.0f})")
+            print(f"  in-process VM, all on this machine: {local_rps:8.1f} req/s")
+            print(f"  Ray, 1 in flight:                   {rps1:8.1f} req/s  ({wall1 * 1e3:.2f} ms/request)")
+            print(f"  Ray, {args.in_flight} in flight:                   {rpsn:8.1f} req/s")
+            print(f"  one request: compute {compute * 1e3:.2f} ms, staging {staging * 1e3:.2f} ms, "
+                  f"Ray calls {overhead * 1e3:.2f} ms ({len(sched.parts)} x {ping * 1e3:.2f} ms round trip), "
+                  f"transfer and scheduling {rest * 1e3:.2f} ms")
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+"""The command line with devices of two hosts: ``--devices hostA/cpu,hostB/sim:0 --stages all``."""
+
+from __future__ import annotations
+
+import pytest
+
+import hetvm
+from hetvm.cli import main
+from hetvm.cli_support.placement import parse_devices, parse_stages
+
+
+def test_devices_of_named_hosts_parse():
+    setup = parse_devices("hostA/cpu,hostB/sim:0")
+    assert setup.names == ["hostA/cpu:0", "hostB/sim:0"]
+    assert [v.host for v in setup.vdevices] == ["hostA", "hostB"]
+    assert setup.host.host == "hostA"
+    assert parse_stages("all", setup).stages == ["hostA/cpu:0", "hostB/sim:0"]
+    # only hostB devices: the host CPU added is hostB's
+    assert parse_devices("hostB/sim:0").names == ["hostB/sim:0", "hostB/cpu:0"]
+
+
+def test_stages_must_be_listed_devices():
+    setup = parse_devices("hostA/cpu,hostB/sim:0")
+    with pytest.raises(hetvm.DevicePlanError, match="--stages: device 'hostC/sim:0' is not in --devices"):
+        parse_stages("hostA/cpu,hostC/sim:0", setup)
+
+
+def test_explain_splits_the_demo_model_over_two_hosts(capsys, demo_onnx):
+    pytest.importorskip("onnx")
+    code = main(["explain", demo_onnx, "--devices", "hostA/cpu,hostB/sim:0", "--stages", "all", "--plain"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "hostA/cpu:0 -> hostB/sim:0: 1 copy" in out
+    assert "stage 2 of 2" in out
