@@ -11,7 +11,8 @@ and runs the same requests with 1 and with ``--in-flight`` requests submitted at
 once (pipelining). Prints requests/s, and where one request's time goes with
 one in flight: compute (the workers' VM time), staging (device -> host copies
 of what is sent), Ray overhead (an empty actor round trip per part) and the
-rest (object-store transfer and scheduling).
+rest (object-store transfer and scheduling); then one activation's hop from
+hostA to hostB through the object store against a Ray Compiled Graph channel.
 
 Both nodes share this machine's cores, so two "hosts" do not add compute here:
 the figures show the overheads and whether stages overlap, not a real network.
@@ -33,10 +34,10 @@ def _build(layers: int, width: int, batch: int, two_hosts: bool):
     from hetvm.testing.multi_host import HOST_A_CPU, HOST_B_SIM, mlp
 
     if two_hosts:
-        mod = mlp(layers, width, batch, devices=[HOST_A_CPU, HOST_B_SIM])
+        mod = mlp(layers, width, batch, devices=[HOST_A_CPU, HOST_B_SIM], constant_weights=True)
         opts = {"stages": ["hostA/cpu", "hostB/sim:0"]}
     else:
-        mod = mlp(layers, width, batch, devices=[HOST_A_CPU])
+        mod = mlp(layers, width, batch, devices=[HOST_A_CPU], constant_weights=True)
         opts = {}
     return mod, hetvm.build(mod, plan_devices_options=opts)
 
@@ -47,6 +48,51 @@ def _ping_s(ray, actor, n: int = 20) -> float:
     for _ in range(n):
         ray.get(actor.ping.remote(), timeout=60)
     return (time.perf_counter() - t0) / n
+
+
+def _store_vs_channel(ray, nbytes: int, n: int = 30) -> tuple[float, float | str]:
+    """Seconds per hostA -> hostB hop of an array of ``nbytes``: through the object
+    store (two chained actor calls, as DistributedVM does) and through a Ray
+    Compiled Graph (channels), or why the compiled graph could not run."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from hetvm.distributed import host_resource
+
+    def node(host: str) -> str:
+        return next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(host_resource(host)))
+
+    @ray.remote(num_cpus=0)
+    class Echo:
+        def fwd(self, x):
+            return x
+
+    a, b = (Echo.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node(h), soft=False)).remote()
+            for h in ("hostA", "hostB"))  # fmt: skip
+    x = np.zeros(max(nbytes // 4, 1), "float32")
+    ray.get(b.fwd.remote(a.fwd.remote(x)), timeout=60)
+    t = time.perf_counter()
+    for _ in range(n):
+        ray.get(b.fwd.remote(a.fwd.remote(x)), timeout=60)
+    store = (time.perf_counter() - t) / n
+    try:
+        from ray.dag import InputNode
+
+        with InputNode() as inp:
+            dag = b.fwd.bind(a.fwd.bind(inp))
+        compiled = dag.experimental_compile()
+        try:
+            ray.get(compiled.execute(x), timeout=60)
+            t = time.perf_counter()
+            for _ in range(n):
+                ray.get(compiled.execute(x), timeout=60)
+            channel: float | str = (time.perf_counter() - t) / n
+        finally:
+            compiled.teardown()
+    except Exception as exc:  # noqa: BLE001 - report why, keep the benchmark going
+        channel = f"not available ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+    for actor in (a, b):
+        ray.kill(actor)
+    return store, channel
 
 
 def _measure(ray, dvm, requests, in_flight: int) -> float:
@@ -115,6 +161,11 @@ def main() -> None:
             print(f"  one request: compute {compute * 1e3:.2f} ms, staging {staging * 1e3:.2f} ms, "
                   f"Ray calls {overhead * 1e3:.2f} ms ({len(sched.parts)} x {ping * 1e3:.2f} ms round trip), "
                   f"transfer and scheduling {rest * 1e3:.2f} ms")
+        act = args.batch * args.width * 4
+        store, channel = _store_vs_channel(ray, act)
+        print(f"\none {act}-byte activation hostA -> hostB: object store {store * 1e3:.2f} ms, "
+              + (f"compiled graph channel {channel * 1e3:.2f} ms" if isinstance(channel, float)
+                 else f"compiled graph {channel}"))  # fmt: skip
     finally:
         ray.shutdown()
         cluster.shutdown()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import BlockBuilder, TensorStructInfo, Var
+from ..ir import BlockBuilder, TensorStructInfo, Var, const
 from ..ir.module import IRModule
 from ..ir.vdevice import VDevice, remote
 
@@ -21,15 +21,27 @@ HOST_B_CPU = remote("hostB", "cpu", 0)
 HOST_B_SIM = remote("hostB", "sim", 0)
 
 
-def mlp(layers: int = 6, width: int = 64, batch: int = 8, devices: list[VDevice] | None = None) -> IRModule:
-    """``x -> relu(x @ w_i + b_i)`` ``layers`` times; the weights are parameters."""
+def mlp(
+    layers: int = 6, width: int = 64, batch: int = 8, devices: list[VDevice] | None = None,
+    constant_weights: bool = False,
+) -> IRModule:
+    """``x -> relu(x @ w_i + b_i)`` ``layers`` times; the weights are parameters, or
+    seeded constants (each host then holds its stage's weights: only ``x`` is sent)."""
     import hetvm.op as R
 
     x = Var("x", struct_info=TensorStructInfo((batch, width), "float32"))
-    ws = [Var(f"w{i}", struct_info=TensorStructInfo((width, width), "float32")) for i in range(layers)]
-    bs = [Var(f"b{i}", struct_info=TensorStructInfo((width,), "float32")) for i in range(layers)]
+    if constant_weights:
+        rng = np.random.default_rng(1)
+        scale = 1.0 / np.sqrt(width)
+        ws = [const((rng.standard_normal((width, width)) * scale).astype("float32")) for _ in range(layers)]
+        bs = [const((rng.standard_normal((width,)) * 0.1).astype("float32")) for _ in range(layers)]
+        params = [x]
+    else:
+        ws = [Var(f"w{i}", struct_info=TensorStructInfo((width, width), "float32")) for i in range(layers)]
+        bs = [Var(f"b{i}", struct_info=TensorStructInfo((width,), "float32")) for i in range(layers)]
+        params = [x, *ws, *bs]
     bb = BlockBuilder()
-    with bb.function("main", [x, *ws, *bs]):
+    with bb.function("main", params):
         with bb.dataflow():
             h = x
             for i in range(layers):

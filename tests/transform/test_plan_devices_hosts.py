@@ -150,3 +150,14 @@ def test_memory_plan_per_host_and_device_and_limits():
     check_memory_limits(exe, {"hostB/sim:0": need})
     with pytest.raises(hetvm.MemoryPlanError, match=f"does not fit hostB/sim:0: main__part1 plans {need} bytes"):
         LocalHosts(exe, memory_limits={"hostB/sim:0": need - 1})
+
+
+def test_explain_lists_a_value_read_by_two_devices_of_a_host_as_one_transfer():
+    from hetvm.testing.multi_host import pinned_pair
+
+    report = hetvm.explain(pinned_pair())
+    b = [t for t in report.transfers if t["value"] == "b"]
+    assert len(b) == 1 and b[0]["bytes"] == 4 * 8 * 4
+    assert sorted(b[0]["devices"]) == ["hostA/cpu:0 -> hostB/cpu:0", "hostA/cpu:0 -> hostB/sim:0"]
+    assert report.transfer_bytes < report.total_bytes  # the copies count b twice, the network once
+    assert report.to_json()["transfers"] == report.transfers
