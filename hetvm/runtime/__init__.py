@@ -3,8 +3,9 @@
 from . import debug_funcs as _debug_funcs  # noqa: F401  (relax.run.print / assert_op)
 from . import nd
 from .device import Device, DeviceAPI, cpu, device, get_api
-from .memory import Allocator, NaiveAllocator, PooledAllocator, Storage
+from .memory import Allocator, NaiveAllocator, Storage
 from .ndarray import NDArray, ShapeTuple
+from .pool import PooledAllocator
 from .registry import get_global_func, list_global_funcs, register_func
 
 __all__ = [

@@ -22,10 +22,10 @@ import numpy as np
 
 from ..errors import DeviceMismatchError, HetvmError, HetvmRuntimeError
 from ..ir.op_registry import missing_part
+from .allocators import make_allocator
 from .bytecode import debug_label
 from .device import Device, copy_array, device
 from .graph_artifact import GraphModule, export_graph, load_graph, validate_graph
-from .memory import make_allocator
 from .ndarray import NDArray, view
 from .ndarray import array as nd_array
 

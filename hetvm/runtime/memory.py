@@ -1,4 +1,5 @@
-"""Storage, reference counting and the per-device allocators (naive, pooled).
+"""Storage, reference counting, the allocator interface and the naive allocator
+(the pooled one is in ``pool``, the choice by name in ``allocators``).
 
 An :class:`Allocation` is one block handed out by an allocator; it counts its
 references. A :class:`Storage` (what ``alloc_storage`` puts in a register)
@@ -24,8 +25,6 @@ __all__ = [
     "Storage",
     "Allocator",
     "NaiveAllocator",
-    "PooledAllocator",
-    "make_allocator",
     "default_allocator",
 ]
 
@@ -305,24 +304,6 @@ def poison_buffer(buffer: Any) -> None:
         buffer[...] = POISON_BYTE
 
 
-def make_allocator(kind: str, dev: Device, *, poison: bool = False, **options: Any) -> Allocator:
-    """``kind`` is "naive" or "pooled"; ``options`` configure a pooled allocator
-    (``max_pool_bytes``, ``idle_calls``: see :class:`~.pool.PooledAllocator`)."""
-    if kind == "naive":
-        if options:
-            raise HetvmRuntimeError(f"the naive allocator takes no options ({', '.join(options)})")
-        return NaiveAllocator(dev, poison=poison)
-    if kind == "pooled":
-        unknown = sorted(set(options) - {"max_pool_bytes", "idle_calls"})
-        if unknown:
-            raise HetvmRuntimeError(
-                f"unknown pooled allocator option(s) {', '.join(unknown)} "
-                "(known: max_pool_bytes, idle_calls)"
-            )
-        return PooledAllocator(dev, poison=poison, **options)
-    raise HetvmRuntimeError(f"unknown allocator '{kind}' (use 'naive' or 'pooled')")
-
-
 _DEFAULT: dict[Device, Allocator] = {}
 
 
@@ -333,7 +314,3 @@ def default_allocator(dev: Device) -> Allocator:
         alloc = _DEFAULT.setdefault(dev, NaiveAllocator(dev))
     return alloc
 
-
-# the pooled allocator is its own module; it is re-exported here, where the
-# allocators are (imported last: pool.py builds on this module)
-from .pool import PooledAllocator  # noqa: E402

@@ -31,10 +31,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import HetvmError, HetvmRuntimeError, MemoryPlanError
+from .allocators import make_allocator
 from .bytecode import Call, Executable, KernelCall, debug_label, format_instruction
 from .codegen import CompiledFunction, _registers_of, compile_function
 from .device import Device, device, get_api
-from .memory import Allocator, make_allocator
+from .memory import Allocator
 from .ndarray import NDArray
 from .shapes import ShapeBinder
 from .threads import ThreadBudget, check_threads

@@ -9,7 +9,7 @@ import pytest
 
 import hetvm
 from hetvm.errors import HetvmRuntimeError
-from hetvm.runtime.memory import make_allocator
+from hetvm.runtime.allocators import make_allocator
 from hetvm.runtime.pool import ALIGN, LIMIT_FACTOR, PooledAllocator
 from hetvm.testing.dynamic_programs import ELEMENTWISE_BY_LENGTH
 

@@ -13,8 +13,9 @@ import hetvm
 from hetvm.errors import HetvmRuntimeError
 from hetvm.runtime.builtins import static_alloc_tensor
 from hetvm.runtime.bytecode import Call, Executable, KernelCall, Kill, Ret, VMFunction
-from hetvm.runtime.memory import NaiveAllocator, PooledAllocator, Storage
+from hetvm.runtime.memory import NaiveAllocator, Storage
 from hetvm.runtime.ndarray import NDArray, view
+from hetvm.runtime.pool import PooledAllocator
 from hetvm.runtime.vm_state import CallState
 
 B = "vm.builtin."
@@ -124,7 +125,8 @@ def test_failed_construction_is_not_released_later():
 def test_live_tensors_at_interpreter_exit_are_quiet():
     code = (
         "import numpy as np, hetvm\n"
-        "from hetvm.runtime.memory import PooledAllocator, Storage\n"
+        "from hetvm.runtime.memory import Storage\n"
+        "from hetvm.runtime.pool import PooledAllocator\n"
         "from hetvm.runtime.ndarray import view\n"
         "alloc = PooledAllocator(hetvm.cpu(0), poison=True)\n"
         "st = Storage(alloc.alloc(64))\n"

@@ -9,8 +9,9 @@ import hetvm
 from hetvm.errors import HetvmRuntimeError, OutOfMemoryError
 from hetvm.runtime import nd
 from hetvm.runtime.device import Device, device, get_api
-from hetvm.runtime.memory import NaiveAllocator, PooledAllocator, Storage
+from hetvm.runtime.memory import NaiveAllocator, Storage
 from hetvm.runtime.ndarray import view
+from hetvm.runtime.pool import PooledAllocator
 
 
 def test_devices_are_interned_values():

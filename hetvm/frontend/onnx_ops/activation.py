@@ -15,7 +15,7 @@ import numpy as np
 from ...ir import expr as E
 from ...ir import prim as P
 from ..onnx_context import ConvertContext, NodeView, normalize_axis
-from . import converter
+from .registry import converter
 
 
 def _c(ctx: ConvertContext, value: float, x: E.Expr) -> E.Constant:

@@ -35,7 +35,7 @@ from ...ir import expr as E
 from ...ir import prim as P
 from ..onnx_context import ConvertContext, NodeView
 from ..onnx_types import dtype_of
-from . import converter
+from .registry import converter
 
 _FLOATS = ("float16", "float32", "float64")
 

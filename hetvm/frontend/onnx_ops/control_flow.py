@@ -23,7 +23,7 @@ from ...ir import struct_info as S
 from ..fold import SymArray
 from ..onnx_context import ConvertContext, NeedsControlFlow, NodeView
 from ..onnx_types import ident
-from . import converter
+from .registry import converter
 
 
 def _branch(node: NodeView, key: str) -> Any:

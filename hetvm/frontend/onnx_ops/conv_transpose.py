@@ -42,8 +42,8 @@ from typing import Any, Sequence
 from ...ir import expr as E
 from ...ir import prim as P
 from ..onnx_context import ConvertContext, NodeView
-from . import converter
 from .nn import _channel_param, _spatial_rank
+from .registry import converter
 
 
 def _ints(ctx: ConvertContext, node: NodeView, key: str, k: int, default: int) -> list[int]:

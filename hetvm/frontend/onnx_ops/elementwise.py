@@ -8,7 +8,7 @@ import numpy as np
 
 from ..onnx_context import ConvertContext, NodeView
 from ..onnx_types import dtype_of
-from . import converter
+from .registry import converter
 
 # Broadcasting follows NumPy from opset 7; older opsets used a 'broadcast' attribute.
 _BINARY = {

@@ -20,7 +20,7 @@ from ...ir import struct_info as S
 from ..fold import SymArray
 from ..onnx_context import ConvertContext, NodeView
 from ..onnx_types import ident
-from . import converter
+from .registry import converter
 
 _REDUCTIONS = {"none": "update", "add": "add", "mul": "mul", "min": "min", "max": "max"}
 

@@ -11,7 +11,7 @@ import numpy as np
 from ...ir import prim as P
 from ..onnx_context import ConvertContext, NodeView
 from ..onnx_types import dtype_of
-from . import converter
+from .registry import converter
 
 
 def _shape(ctx: ConvertContext, x: Any) -> tuple[P.PrimExpr, ...]:

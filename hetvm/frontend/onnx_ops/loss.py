@@ -13,7 +13,7 @@ from typing import Any
 
 from ...ir import expr as E
 from ..onnx_context import ConvertContext, NodeView
-from . import converter
+from .registry import converter
 
 
 def _nll(ctx: ConvertContext, node: NodeView, logp: E.Expr, target: E.Expr, weight_index: int) -> E.Expr:

@@ -13,7 +13,7 @@ import numpy as np
 from ...ir import expr as E
 from ...ir import prim as P
 from ..onnx_context import ConvertContext, NodeView, normalize_axis
-from . import converter
+from .registry import converter
 
 # --------------------------------------------------------------------------
 # helpers

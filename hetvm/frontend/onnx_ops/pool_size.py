@@ -13,8 +13,8 @@ import numpy as np
 from ...ir import prim as P
 from ..fold import known
 from ..onnx_context import ConvertContext, NodeView, normalize_axes
-from . import converter
 from .nn import _pool
+from .registry import converter
 
 
 @converter("Size")

@@ -40,7 +40,7 @@ from ...ir import expr as E
 from ...ir import prim as P
 from ..onnx_context import ConvertContext, NodeView, normalize_axis
 from ..onnx_types import dtype_of
-from . import converter
+from .registry import converter
 
 #: the integer types hetvm can quantize to, with their saturation ranges
 _RANGES = {

@@ -11,7 +11,7 @@ from typing import Any
 
 from ...ir import prim as P
 from ..onnx_context import ConvertContext, NodeView, normalize_axes, normalize_axis
-from . import converter
+from .registry import converter
 
 _REDUCE = {
     "ReduceMean": "mean",

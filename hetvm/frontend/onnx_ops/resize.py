@@ -26,7 +26,7 @@ from ...ir import expr as E
 from ...ir import prim as P
 from ..fold import SymArray
 from ..onnx_context import ConvertContext, NodeView, normalize_axes
-from . import converter
+from .registry import converter
 
 _METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
 _POLICIES = ("stretch", "not_larger", "not_smaller")

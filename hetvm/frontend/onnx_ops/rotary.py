@@ -26,7 +26,7 @@ import numpy as np
 from ...ir import expr as E
 from ...ir import prim as P
 from ..onnx_context import ConvertContext, NodeView
-from . import converter
+from .registry import converter
 
 _FLOATS = ("float16", "float32", "float64")
 

@@ -16,7 +16,7 @@ from ...ir import expr as E
 from ...ir import prim as P
 from ..fold import SymArray, known, reshape_target
 from ..onnx_context import ConvertContext, NodeView, normalize_axes, normalize_axis
-from . import converter
+from .registry import converter
 
 _BIG = 2**31 - 1
 #: Slice bounds at or past this mean "to the end" (or "from the start"): exporters
