@@ -214,3 +214,17 @@ def test_measured_peak_equals_the_prediction_with_poisoned_kills():
         x, w, v = args
         np.testing.assert_allclose(out, (np.maximum(np.exp(x @ w), 0) ** 2) @ v, rtol=1e-5, atol=1e-5)
         assert vm.memory_report()["cpu:0"]["peak_bytes"] == predicted
+
+
+def test_in_place_on_the_simulated_accelerator():
+    mod = program(chain)
+    exe = hetvm.build(mod, target="sim", target_host="llvm")
+    # FuseOps leaves sim groups alone: exp, relu and multiply each run in place
+    assert exe.metadata["inplace_elementwise"] == {"main": 3}
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal([int(d.value) for d in p.struct_info.shape]).astype("float32") * 0.3
+            for p in mod["main"].params]  # fmt: skip
+    vm = hetvm.VirtualMachine(exe, [hetvm.device("sim", 0)], poison=True)
+    out = vm["main"](*args).copyto(hetvm.cpu(0)).numpy()
+    x, w, v = args
+    np.testing.assert_allclose(out, (np.maximum(np.exp(x @ w), 0) ** 2) @ v, rtol=1e-5, atol=1e-5)
