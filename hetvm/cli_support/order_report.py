@@ -18,10 +18,14 @@ def order_lines(metadata: Mapping[str, Any] | None, function: str = "main") -> l
         given, chosen = int(order["given_peak_bytes"]), int(order["chosen_peak_bytes"])
         names = ", ".join(sorted(order.get("heuristics", {})))
         saved = (given - chosen) / given if given else 0.0
-        lines.append(
+        line = (
             f"order: memory-aware ({names}): at most {format_bytes(chosen)} live instead of "
             f"{format_bytes(given)} in the given order (-{saved:.1%}, op-level simulation of the plan)"
         )
+        before, after = order.get("planner_bound_given"), order.get("planner_bound_chosen")
+        if before is not None and after is not None:
+            line += f"; the planner's bound {format_bytes(before)} -> {format_bytes(after)}"
+        lines.append(line)
     else:
         lines.append("order: the given order (no topological order of its blocks holds fewer bytes)")
     inplace = (metadata.get("inplace_elementwise") or {}).get(function)

@@ -63,7 +63,31 @@ def test_reorders_to_lower_the_planned_bytes_and_keeps_results():
     x, w1, w2, v = args
     got = hetvm.VirtualMachine(hetvm.build(mod), [hetvm.cpu(0)])["main"](*args).numpy()
     np.testing.assert_allclose(got, (x @ w1) @ v + (x @ w2) @ v, rtol=1e-4, atol=1e-3)
-    assert hetvm.build(mod).metadata["memory_order"]["main"]["chosen_peak_bytes"] == BIG + 2 * small
+    built = hetvm.build(mod).metadata["memory_order"]["main"]
+    assert built["chosen_peak_bytes"] == BIG + 2 * small
+    assert (built["planner_bound_given"], built["planner_bound_chosen"]) == (2 * BIG + small, BIG + 2 * small)
+
+
+def test_the_planner_s_bound_overrules_a_wrong_simulation(monkeypatch):
+    """Were the simulation to favour an order the planner needs more bytes for,
+    the given order stays."""
+    import hetvm.transform.memory_aware_order as order_pass
+
+    x, w1, w2, v = param("x", (64, 32)), param("w1", (32, 1024)), param("w2", (32, 1024)), param("v", (1024, 8))
+    bb = BlockBuilder()
+    with bb.function("main", [x, w1, w2, v]):
+        with bb.dataflow():
+            a = bb.emit(R.matmul(x, w1))
+            ra = bb.emit(R.matmul(a, v))
+            b = bb.emit(R.matmul(x, w2))
+            rb = bb.emit(R.matmul(b, v))
+            out = bb.emit_output(bb.emit(R.add(ra, rb)))
+        bb.emit_func_output(out)
+    mod = Normalize()(bb.get())  # already the good order: one big tensor at a time
+    bad = [0, 2, 1, 3, 4]  # both big tensors first
+    monkeypatch.setattr(order_pass, "_orders", lambda seg: [("given", list(range(5))), ("bad", bad)])
+    monkeypatch.setattr(order_pass, "simulate_peak", lambda seg, order: 0 if list(order) == bad else 1)
+    assert MemoryAwareOrder()(mod) is mod
 
 
 def test_a_second_run_and_a_chain_change_nothing():
