@@ -14,7 +14,9 @@ poisons (a poisoned kill must still write its bytes), and the register is
 defined once, by ``alloc_tensor(storage, offset, shape, dtype)`` with immediate
 offset, shape and dtype over a storage defined once by ``alloc_storage`` with an
 immediate size and device, the view fits in the storage, and every other use
-of the register is as an argument of a kernel on that device, or its ``kill``.
+of the register is as an argument of a kernel on that device, its ``kill``, or
+the source of a view builtin (``view_at``, ``reshape``, ...) with immediate
+arguments, whose result is then a direct view too, at its place in the storage.
 Anything else (a builtin, a call, a tuple, the result) keeps the NDArray path.
 
 The generated code then carves all of a storage's direct views right after
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import HetvmRuntimeError
+from ..kernels.view_kernels import place_view, view_kernel
 from .bytecode import BUILTIN_PREFIX, Call, KernelCall, Kill, VMFunction
 from .ndarray import np_dtype
 
@@ -90,9 +93,30 @@ def _storage_facts(ins: Call) -> tuple[int, int] | None:
         return None
 
 
+def _plain_args(args: Any) -> list | None:
+    """The immediates of a view builtin's arguments after its source, as plain
+    ints and int tuples; None when any is a register or symbolic."""
+    out = []
+    for arg in args:
+        if not (isinstance(arg, tuple) and len(arg) == 2 and arg[0] == "i"):
+            return None
+        value = arg[1]
+        if type(value) is int:
+            out.append(value)
+        elif isinstance(value, list) and all(type(d) is int for d in value):
+            out.append(tuple(value))
+        else:
+            return None
+    return out
+
+
 def plan_direct_views(func: VMFunction, exe_functions: Any) -> DirectViews:
     """Which tensor registers of straight-line ``func`` run as direct views
-    (see the module docstring); an empty plan where none qualifies."""
+    (see the module docstring); an empty plan where none qualifies.
+
+    A view builtin (``view_at``, ``reshape``, ...; InplaceElementwise's outputs
+    are ``view_at`` of their dying input) with immediate arguments of a direct
+    tensor is a direct tensor too, at its placement in the same storage."""
     plan = DirectViews()
     instrs = func.instructions
     defs: dict[int, list[int]] = {}
@@ -109,44 +133,71 @@ def plan_direct_views(func: VMFunction, exe_functions: Any) -> DirectViews:
             if facts is not None:
                 storages[r] = facts
     candidates: dict[int, tuple[int, int, tuple[int, ...], Any]] = {}
-    for r, pcs in defs.items():
-        ins = instrs[pcs[0]]
-        if r < n_params or len(pcs) != 1 or ins.func != alloc_tensor or ins.func in exe_functions:
+    parent: dict[int, int] = {}  # a view's source register
+    for ins in instrs:  # in order: a view's source comes first
+        if not isinstance(ins, Call) or ins.dst is None or ins.func in exe_functions:
             continue
-        if len(ins.args) != 4 or ins.args[0][0] != "r" or ins.args[0][1] not in storages:
+        r = ins.dst
+        if r < n_params or len(defs[r]) != 1:
             continue
-        offset, dims = _imm_int(ins.args[1]), _imm_dims(ins.args[2])
-        dtype = ins.args[3][1] if ins.args[3][0] == "i" and isinstance(ins.args[3][1], str) else None
-        if offset is None or offset < 0 or dims is None or dtype is None:
+        if ins.func == alloc_tensor:
+            if len(ins.args) != 4 or ins.args[0][0] != "r" or ins.args[0][1] not in storages:
+                continue
+            offset, dims = _imm_int(ins.args[1]), _imm_dims(ins.args[2])
+            dtype = ins.args[3][1] if ins.args[3][0] == "i" and isinstance(ins.args[3][1], str) else None
+            if offset is None or offset < 0 or dims is None or dtype is None:
+                continue
+            try:
+                dt = np_dtype(dtype)
+            except HetvmRuntimeError:
+                continue
+            if offset + math.prod(dims) * dt.itemsize > storages[ins.args[0][1]][0]:
+                continue  # the NDArray path raises the error where it belongs
+            candidates[r] = (ins.args[0][1], offset, dims, dt)
+        elif view_kernel(ins.func) is not None and ins.args and ins.args[0][0] == "r":
+            src = ins.args[0][1]
+            vals = _plain_args(ins.args[1:])
+            if src not in candidates or vals is None:
+                continue
+            storage, base, src_dims, dt = candidates[src]
+            try:
+                offset, dims = place_view(ins.func, src_dims, dt.itemsize, vals)
+            except HetvmRuntimeError:
+                continue  # the builtin raises it at run time, where it belongs
+            candidates[r] = (storage, base + offset, dims, dt)
+            parent[r] = src
+
+    def drop(r: int) -> None:
+        """``r`` keeps its NDArray; a view builtin then needs its source's too."""
+        while r in candidates:
+            candidates.pop(r)
+            r = parent.get(r, -1)
+
+    for ins in instrs:
+        if isinstance(ins, KernelCall):
+            for tag, v in ins.args:
+                if tag == "r" and v in candidates and storages[candidates[v][0]][1] != ins.device:
+                    drop(v)
+        elif isinstance(ins, Kill):
             continue
-        try:
-            dt = np_dtype(dtype)
-        except HetvmRuntimeError:
-            continue
-        if offset + math.prod(dims) * dt.itemsize > storages[ins.args[0][1]][0]:
-            continue  # the NDArray path raises the error where it belongs
-        candidates[r] = (ins.args[0][1], offset, dims, dt)
-    # every other use: a kernel argument on the storage's device, or a kill
+        elif isinstance(ins, Call):
+            for pos, (tag, v) in enumerate(ins.args):
+                if tag != "r" or v not in candidates:
+                    continue
+                if pos == 0 and ins.dst in candidates and parent.get(ins.dst) == v:
+                    continue  # the source of a direct view: carved, not read
+                drop(v)
+        else:  # Ret (and, in a straight line, nothing else)
+            for v in _read_regs(ins):
+                drop(v)
+    if not candidates:
+        return plan
     last_use: dict[int, int] = {}
     for pc, ins in enumerate(instrs):
         if isinstance(ins, KernelCall):
             for tag, v in ins.args:
                 if tag == "r" and v in candidates:
-                    if storages[candidates[v][0]][1] != ins.device:
-                        candidates.pop(v)
-                    else:
-                        last_use[v] = pc
-        elif isinstance(ins, Kill):
-            continue
-        elif isinstance(ins, Call):
-            for tag, v in ins.args:
-                if tag == "r" and v in candidates:
-                    candidates.pop(v)
-        else:  # Ret (and, in a straight line, nothing else)
-            for v in _read_regs(ins):
-                candidates.pop(v, None)
-    if not candidates:
-        return plan
+                    last_use[v] = pc
     plan.tensors = candidates
     for r, (s, *_rest) in candidates.items():
         plan.by_storage.setdefault(s, []).append(r)

@@ -141,3 +141,48 @@ def test_a_failing_kernel_on_a_direct_view_frees_the_call_and_names_the_pc():
     # the kernel failed; a direct view's register is not "empty"
     assert str(info.value).startswith("kernel 'add' on cpu:0 failed"), info.value
     assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
+
+
+def _inplace_exe(returned_view: bool):
+    """main(x): t = exp(x) in S; u = view_at(t) (an in-place step, as
+    InplaceElementwise writes it); u = -t in place; out = u + x (or u returned)."""
+    instrs = [
+        Call(1, B + "alloc_storage", (imm([16]), imm(0), imm("global"))),
+        Call(2, B + "alloc_tensor", (r(1), imm(0), imm([4]), imm(F32))),
+        Kill(1),
+        KernelCall("exp", {}, 0, (r(0), r(2)), 1),
+        Call(3, B + "view_at", (r(2), imm(0), imm([2, 2]))),
+        KernelCall("negative", {}, 0, (r(3), r(3)), 1),
+    ]
+    if returned_view:
+        instrs += [Kill(2), Ret(3)]
+    else:
+        instrs += [
+            Call(4, B + "alloc_tensor_direct", (imm([2, 2]), imm(F32), imm(0))),
+            Call(5, B + "reshape", (r(0), imm([2, 2]))),
+            KernelCall("add", {}, 0, (r(3), r(5), r(4)), 1),
+            Kill(3), Kill(2), Ret(4),
+        ]
+    main = VMFunction("main", ["x"], [tensor([4])], 6, instrs, {})
+    return hetvm.VirtualMachine(Executable([CPU], [], {"main": main}))
+
+
+def test_a_view_of_a_direct_tensor_is_direct_too():
+    vm = _inplace_exe(returned_view=False)
+    src = vm.source("main")
+    assert "d2, d3, = _V" in src and "view_at" not in src
+    x = np.linspace(-1, 1, 4, dtype=F32)
+    for _ in range(2):
+        np.testing.assert_allclose(vm["main"](x).numpy(), (-np.exp(x) + x).reshape(2, 2), rtol=1e-6)
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
+
+
+def test_a_returned_view_keeps_its_source_an_ndarray():
+    vm = _inplace_exe(returned_view=True)
+    src = vm.source("main")
+    assert "= _V" not in src  # the view leaves: it and its source are NDArrays
+    x = np.linspace(-1, 1, 4, dtype=F32)
+    out = vm["main"](x)
+    np.testing.assert_allclose(out.numpy(), -np.exp(x).reshape(2, 2), rtol=1e-6)
+    again = vm["main"](x)
+    assert not np.shares_memory(again._data, out._data)
