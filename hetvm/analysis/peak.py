@@ -28,7 +28,15 @@ Model (what the VM must match for ``vm.memory_report()`` to equal the plan):
   is released before the result goes away -- the figure is then an upper bound
   (``exact`` False) on the devices those arguments' bytes are on;
 * parameters come from the caller and are not counted; calls of module
-  functions are simulated inside the caller (their peak is part of it).
+  functions are simulated inside the caller (their peak is part of it);
+* a call in tail position (:mod:`.tail_calls`) is made after the caller's
+  registers are gone, as the VM does: a loop (a function calling itself in
+  tail position) holds only what one iteration passes to the next. A chain
+  of tail calls is followed for ``LOOP_ITERATIONS`` entries of one function
+  and then cut: from the second iteration on, every value an iteration
+  receives was made by the one before, so later iterations repeat the same
+  bytes (exact for iterations without a branch of their own; with one, the
+  largest over those first iterations).
 
 Both branches of every ``If`` are explored (paths enumerated, up to a cap); the
 prediction is the largest peak over paths. Symbolic sizes count at their
@@ -48,12 +56,14 @@ from ..ir.module import IRModule
 from ..op.effects import COPY_BUILTIN, Result, op_effects, symbol_effects
 from .liveness import Liveness, analyze_liveness
 from .sizes import SizeBound, declared_upper_bounds, shape_nbytes
+from .tail_calls import tail_calls
 from .values import FunctionValues, analyze_values, flatten
 
 __all__ = ["PeakPrediction", "predict_peak"]
 
 MAX_PATHS = 256
 MAX_DEPTH = 64
+LOOP_ITERATIONS = 3
 
 
 @dataclass
@@ -68,6 +78,20 @@ class PeakPrediction:
 
 class _Unpredictable(Exception):
     pass
+
+
+class _LoopCut(Exception):
+    """A tail-call chain entered one function ``LOOP_ITERATIONS`` times: the
+    path's peak so far stands for every longer run (see the module doc)."""
+
+
+class _TailCall(Exception):
+    """Raised by a call in tail position: the frame ends, the callee runs."""
+
+    def __init__(self, name: str, args: list) -> None:
+        super().__init__(name)
+        self.name = name
+        self.args = args
 
 
 class _Block:
@@ -133,6 +157,7 @@ class _Frame:
         self.reg_of: dict[E.Var, Any] = {}  # var -> register id (int) or an object
         self.live: Liveness | None = None  # kills to replay, when the IR has none yet
         self.name = ""
+        self.tails: dict = {}  # binding var -> call in tail position
 
 
 class _Machine:
@@ -151,6 +176,7 @@ class _Machine:
         self.exact: dict[int, bool] = {}
         self.next_reg = 0
         self.depth = 0
+        self._tails: dict[str, dict] = {}
 
     # -- memory ---------------------------------------------------------------
     def _alloc(self, device: int, size: SizeBound) -> _Block:
@@ -226,23 +252,47 @@ class _Machine:
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise _Unpredictable(f"call depth over {MAX_DEPTH} (recursion?) at '{name}'")
-        func = self.mod[name]
-        bounds = declared_upper_bounds(func, name)
-        frame = _Frame()
-        frame.name = name
-        if self.derive_kills:
-            if name not in self._liveness:
-                self._liveness[name] = analyze_liveness(func, self.mod, name)
-            frame.live = self._liveness[name]
-        for p, a in zip(func.params, args):
-            self._new_reg(frame, a, p)
-        out = self._seq(frame, func.body, bounds)
-        self._incref(out)  # now held by the caller
+        entries: dict[str, int] = {}
+        while True:
+            entries[name] = entries.get(name, 0) + 1
+            if entries[name] > LOOP_ITERATIONS:
+                raise _LoopCut(name)
+            func = self.mod[name]
+            bounds = declared_upper_bounds(func, name)
+            frame = _Frame()
+            frame.name = name
+            frame.tails = self._tail_calls(name)
+            if self.derive_kills:
+                if name not in self._liveness:
+                    self._liveness[name] = analyze_liveness(func, self.mod, name)
+                frame.live = self._liveness[name]
+            for p, a in zip(func.params, args):
+                self._new_reg(frame, a, p)
+            try:
+                out = self._seq(frame, func.body, bounds)
+            except _TailCall as tail:
+                # the VM makes this call once the caller's registers are gone
+                for a in tail.args:
+                    self._incref(a)
+                self._drop_frame(frame)
+                for a in tail.args:
+                    a.refs -= 1  # now held by the callee's registers alone (incref'd there)
+                name, args = tail.name, tail.args
+                continue
+            self._incref(out)  # now held by the caller
+            self._drop_frame(frame)
+            self.depth -= 1
+            return out
+
+    def _drop_frame(self, frame: _Frame) -> None:
         for obj in list(frame.regs.values()):
             self._decref(obj)
         frame.regs.clear()
-        self.depth -= 1
-        return out
+
+    def _tail_calls(self, name: str) -> dict:
+        if name not in self._tails:
+            self._tails[name] = tail_calls(self.mod[name], self.mod)
+        return self._tails[name]
 
     def _seq(self, frame: _Frame, seq: E.SeqExpr, bounds: dict[str, int]) -> _Obj:
         kills = frame.live.kills_in(seq) if frame.live is not None else {}
@@ -367,6 +417,8 @@ class _Machine:
             return
         if isinstance(op, E.GlobalVar) and op.name_hint in self.mod:
             args = [self._arg(frame, x) for x in a]
+            if var in frame.tails:
+                raise _TailCall(op.name_hint, args)
             out = self.run_function(op.name_hint, args)
             self._new_reg(frame, out, var)
             self._decref(out)  # the register now holds the caller's reference
@@ -447,6 +499,8 @@ def predict_peak(mod: IRModule, name: str, derive_kills: bool = False) -> PeakPr
         machine = _Machine(mod, choices, derive_kills, facts)
         try:
             machine.run_function(name, [OPAQUE] * len(func.params))
+        except _LoopCut:
+            pass  # a loop's later iterations repeat the bytes seen so far
         except _Unpredictable:
             out.complete = False
             return out

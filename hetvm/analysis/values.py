@@ -41,6 +41,7 @@ from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..op.effects import Result, op_effects, symbol_effects
 from .reads import reads
+from .tail_calls import tail_calls
 
 __all__ = [
     "LocKind",
@@ -138,6 +139,9 @@ class FunctionValues:
     loc_of: dict[E.Var, Loc] = field(default_factory=dict)
     result: PointsTo = EMPTY
     params: tuple = ()
+    #: locations passed to a call in tail position: the VM makes that call once
+    #: this frame is gone, so they outlive it (see :mod:`.tail_calls`)
+    passed_on: frozenset = EMPTY
 
     # -- queries ---------------------------------------------------------------
     def of(self, var: E.Var) -> frozenset:
@@ -161,8 +165,9 @@ class FunctionValues:
         return EMPTY
 
     def escaping(self) -> frozenset:
-        """Locations the function's result may reach: they outlive the call."""
-        return flatten(self.result)
+        """Locations the function's result may reach, or that it passes to a call
+        in tail position: they outlive the call."""
+        return flatten(self.result) | self.passed_on
 
     def owner(self, var: E.Var) -> E.Var:
         """The variable whose register holds the object ``var`` names (itself when
@@ -202,19 +207,27 @@ class FunctionValues:
         return out
 
     def summary(self) -> Summary:
-        escaping = self.escaping()
+        escaping = flatten(self.result)
         returned = frozenset(
             i for i, p in enumerate(self.params) if any(loc.var is p for loc in escaping if loc.kind is LocKind.PARAM)
         )
         return Summary(returned, CONST_LOC in escaping)
 
 
+_NOTHING = Summary(frozenset(), False)
+
+
 class _Analyzer:
-    def __init__(self, func: E.Function, mod: IRModule | None, active: tuple) -> None:
+    def __init__(
+        self, func: E.Function, mod: IRModule | None, active: tuple, assumed: dict[str, Summary] | None = None
+    ) -> None:
         self.mod = mod
         self.active = active
         self.out = FunctionValues(func, params=tuple(func.params))
         self._summaries: dict[str, Summary] = {}
+        #: summaries of the functions being analysed (recursion), guessed so far
+        self.assumed = assumed if assumed is not None else {}
+        self.consulted: set[str] = set()
 
     def run(self) -> FunctionValues:
         func = self.out.func
@@ -222,6 +235,11 @@ class _Analyzer:
             self.out.points_to[p] = frozenset((Loc(LocKind.PARAM, p),))
             self.out.frame_of[p] = None
         self.out.result = self.seq(func.body, None)
+        passed: set = set()
+        for call in tail_calls(func, self.mod).values():
+            for a in call.args:
+                passed |= flatten(self.expr(a))
+        self.out.passed_on = frozenset(passed)
         return self.out
 
     # -- expressions --------------------------------------------------------------
@@ -282,14 +300,12 @@ class _Analyzer:
         return frozenset(out)
 
     def summary_of(self, name: str) -> Summary:
+        if name in self.active:  # recursion: the guess of the fixpoint in progress
+            self.consulted.add(name)
+            return self.assumed.get(name, _NOTHING)
         if name not in self._summaries:
             assert self.mod is not None
-            callee = self.mod[name]
-            if name in self.active:  # recursion: any parameter may come back
-                self._summaries[name] = Summary(frozenset(range(len(callee.params))), True)
-            else:
-                facts = _Analyzer(callee, self.mod, self.active + (name,)).run()
-                self._summaries[name] = facts.summary()
+            self._summaries[name] = _fixpoint(self.mod[name], self.mod, self.active + (name,), self.assumed)[0]
         return self._summaries[name]
 
     # -- walking ---------------------------------------------------------------------
@@ -313,11 +329,33 @@ class _Analyzer:
         return self.expr(seq.body)
 
 
+def _fixpoint(
+    func: E.Function, mod: IRModule | None, active: tuple, assumed: dict[str, Summary]
+) -> tuple[Summary, FunctionValues]:
+    """The summary of ``func`` (``active[-1]``) and its facts under it. A function
+    that calls itself (a loop) is analysed from the guess "returns nothing"
+    until its summary stops growing: the least fixpoint, so a loop that returns
+    its accumulator does not also return its trip count."""
+    name = active[-1]
+    guess = _NOTHING
+    for _ in range(len(func.params) + 3):  # each round adds a parameter or the constant
+        analyzer = _Analyzer(func, mod, active, {**assumed, name: guess})
+        facts = analyzer.run()
+        got = facts.summary()
+        got = Summary(got.returned_params | guess.returned_params, got.may_return_constant or guess.may_return_constant)
+        if name not in analyzer.consulted or got == guess:
+            return got, facts
+        guess = got
+    everything = Summary(frozenset(range(len(func.params))), True)
+    return everything, _Analyzer(func, mod, active, {**assumed, name: everything}).run()
+
+
 def analyze_values(func: E.Function, mod: IRModule | None = None, name: str | None = None) -> FunctionValues:
     """The value facts of ``func`` (``mod``: for summaries of the module
     functions it calls; ``name``: its own name there, to spot recursion)."""
-    active = (name,) if name is not None else ()
-    return _Analyzer(func, mod, active).run()
+    if name is None:
+        return _Analyzer(func, mod, ()).run()
+    return _fixpoint(func, mod, (name,), {})[1]
 
 
 def result_vars(seq: E.SeqExpr) -> set[E.Var]:

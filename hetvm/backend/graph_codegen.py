@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.tail_calls import self_recursive
 from ..errors import HetvmError
 from ..ir import expr as E
 from ..ir import prim as P
@@ -145,6 +146,12 @@ class _GraphBuilder:
     def build(self) -> GraphModule:
         if "main" not in self.mod:
             raise HetvmError("graph executor: the module has no 'main'")
+        for name, f in self.mod.functions.items():
+            if self_recursive(f, name):  # a static graph has no way to repeat a node
+                raise HetvmError(
+                    f"graph executor: function '{name}' is a loop (it calls itself in tail "
+                    "position); loops run on the VM: use executor='vm'"
+                )
         if len(self.mod.functions) != 1:
             raise HetvmError("graph executor: calls between functions need executor='vm'")
         func = self.mod["main"]

@@ -51,7 +51,7 @@ from .shapes import compile_prim, validate_prim
 if TYPE_CHECKING:
     from .vm_state import VMState
 
-__all__ = ["CompiledFunction", "compile_function"]
+__all__ = ["CompiledFunction", "TailCall", "compile_function", "tail_call_pcs"]
 
 _TENSOR_BUILTINS = {"alloc_tensor", "alloc_tensor_direct", "copy_to"}
 # builtins that allocate: they take the call state first (the call owns the block)
@@ -80,6 +80,62 @@ def kill_fast(value: Any) -> None:
         value.release()
 
 
+class TailCall:
+    """What a function returns instead of calling ``name`` in tail position: the
+    VM's entry loop (``VirtualMachine._enter``) makes the call after the caller's
+    frame -- and every register in it -- is gone, so a loop written as a
+    tail-recursive function runs in constant Python stack and holds only the
+    values it passes on (see docs/DESIGN_NOTES.md, Loops)."""
+
+    __slots__ = ("name", "args")
+
+    def __init__(self, name: str, args: tuple) -> None:
+        self.name = name
+        self.args = args
+
+
+def tail_call_pcs(func: VMFunction, functions: Any) -> set[int]:
+    """The pcs of calls of VM functions in tail position: from the call to a
+    ``Ret``, only moves of its result (``identity``), jumps and kills of other
+    registers (the frame's end releases those anyway)."""
+    out = set()
+    instrs = func.instructions
+    for pc, ins in enumerate(instrs):
+        if isinstance(ins, Call) and ins.func in functions and ins.dst is not None:
+            if _reaches_ret(instrs, pc, functions):
+                out.add(pc)
+    return out
+
+
+def _reaches_ret(instrs: list, pc: int, functions: Any) -> bool:
+    held = {instrs[pc].dst}
+    seen: set[int] = set()
+    pc += 1
+    while 0 <= pc < len(instrs) and pc not in seen:
+        seen.add(pc)
+        ins = instrs[pc]
+        if isinstance(ins, Goto):
+            pc += ins.offset
+            continue
+        if isinstance(ins, Ret):
+            return ins.reg in held
+        if isinstance(ins, Kill) and ins.reg not in held:
+            pc += 1
+            continue
+        is_move = (
+            isinstance(ins, Call) and ins.func == BUILTIN_PREFIX + "identity" and ins.func not in functions
+            and ins.dst is not None and len(ins.args) == 1 and ins.args[0][0] == "r"
+        )
+        if not is_move:
+            return False
+        if ins.args[0][1] in held:
+            held.add(ins.dst)
+        else:
+            held.discard(ins.dst)
+        pc += 1
+    return False
+
+
 class CompiledFunction:
     """The generated callable plus what is needed to explain its errors."""
 
@@ -102,12 +158,14 @@ class _Emitter:
             "_kill": kill_fast,
             "_cond": state.builtins.read_cond,
             "_partial": functools.partial,
+            "_Tail": TailCall,
         }
         self.lines: list[tuple[int, str, int | None]] = []
         self._ids = itertools.count()
         self.tensor_regs = self._tensor_registers()
         self.direct = DirectViews()  # set by body() for a straight-line function
         self.param_data: dict[int, str] = {}  # tensor parameter -> local of its _data
+        self.tail_pcs = tail_call_pcs(func, state.exe.functions)
 
     # -- helpers -------------------------------------------------------------
     def bind(self, value: Any, prefix: str = "_k") -> str:
@@ -237,6 +295,10 @@ class _Emitter:
 
     def call(self, pc: int, ins: Call, ind: int) -> None:
         dst = f"r{ins.dst} = " if ins.dst is not None else ""
+        if ins.func in self.state.exe.functions and pc in self.tail_pcs:
+            args = "".join(self.arg(a) + ", " for a in ins.args)
+            self.emit(ind, f"return _Tail({self.bind(ins.func, '_n')}, ({args}))", pc)
+            return
         if ins.func in self.state.exe.functions:
             target = self.bind(self.state.function_ref(ins.func), "_F")
             args = "".join(", " + self.arg(a) for a in ins.args)

@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import HetvmError, HetvmRuntimeError, MemoryPlanError
 from .allocators import make_allocator
 from .bytecode import Call, Executable, KernelCall, debug_label, format_instruction
-from .codegen import CompiledFunction, _registers_of, compile_function
+from .codegen import CompiledFunction, TailCall, _registers_of, compile_function
 from .device import Device, device, get_api
 from .memory import Allocator
 from .ndarray import NDArray
@@ -161,22 +161,34 @@ class VirtualMachine:
 
     def _enter(self, name: str, args: tuple, call: CallState, convert: bool = False) -> Any:
         """Runs ``name`` inside ``call``; ``convert``: NumPy arguments become tensors
-        (the outer call; a call between VM functions passes tensors)."""
-        cf = self._compiled[name]
-        func = cf.func
-        if len(args) != len(func.params):
-            raise HetvmRuntimeError(
-                f"function '{name}' takes {len(func.params)} argument(s) "
-                f"({', '.join(func.params)}), given {len(args)}"
-            )
-        env: dict[str, int] = {}
-        binder = ShapeBinder(env, func.sym_bounds, name)
-        values = [
-            check_value(a, info, binder, f"parameter '{p}'", self.state.device_of, convert)
-            for a, info, p in zip(args, func.param_info, func.params)
-        ]
-        binder.finish()
-        return cf.fn(call, env, *values)
+        (the outer call; a call between VM functions passes tensors).
+
+        A function that calls another in tail position returns a ``TailCall``
+        instead (see ``codegen.TailCall``); the call is made here, in a loop, after
+        that frame has gone: a loop written as a tail-recursive function runs in
+        constant stack and holds no iteration's registers but the values passed on."""
+        while True:
+            cf = self._compiled[name]
+            func = cf.func
+            if len(args) != len(func.params):
+                raise HetvmRuntimeError(
+                    f"function '{name}' takes {len(func.params)} argument(s) "
+                    f"({', '.join(func.params)}), given {len(args)}"
+                )
+            env: dict[str, int] = {}
+            binder = ShapeBinder(env, func.sym_bounds, name)
+            values = [
+                check_value(a, info, binder, f"parameter '{p}'", self.state.device_of, convert)
+                for a, info, p in zip(args, func.param_info, func.params)
+            ]
+            binder.finish()
+            args = ()  # the frame's parameters are held by ``values`` alone
+            out = cf.fn(call, env, *values)
+            if out.__class__ is not TailCall:
+                return out
+            values = None  # type: ignore[assignment]  # this frame's parameters go now
+            name, args, out = out.name, out.args, None
+            convert = False
 
     # -- memory --------------------------------------------------------------
     def _alloc_event(self, kind: str, dev: Device, nbytes: int) -> None:

@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..analysis.tail_calls import tail_calls
 from ..errors import HetvmRuntimeError, StructInfoError
 from ..ir import expr as E
 from ..ir import prim as P
@@ -95,7 +96,7 @@ def _dtype_name(arr: np.ndarray) -> str:
 class _Frame:
     """Per-call state: variable values, symbolic variable values, killed vars."""
 
-    __slots__ = ("env", "sym", "killed", "func_name", "outside")
+    __slots__ = ("env", "sym", "killed", "func_name", "outside", "tails")
 
     def __init__(self, func_name: str) -> None:
         self.env: dict[E.Var, Any] = {}
@@ -104,6 +105,16 @@ class _Frame:
         self.func_name = func_name
         # arrays whose bytes outlive the call (parameters, constants): never killed
         self.outside: dict[int, tuple[str, np.ndarray]] = {}
+        self.tails: dict = {}  # binding var -> its call in tail position
+
+
+class _TailCall(Exception):
+    """A call in tail position: the caller's frame ends before the callee runs."""
+
+    def __init__(self, name: str, args: tuple) -> None:
+        super().__init__(name)
+        self.name = name
+        self.args = args
 
 
 class Interpreter:
@@ -124,6 +135,7 @@ class Interpreter:
         self.globals = dict(globals or {})
         self.max_depth = max_depth
         self._depth = 0
+        self._tails: dict[str, dict] = {}
 
     # ------------------------------------------------------------------
     # entry
@@ -134,13 +146,42 @@ class Interpreter:
         return self.call_function(name, func, [_as_value(a) for a in args])
 
     def call_function(self, name: str, func: E.Function, args: Sequence[Any]) -> Any:
+        """Runs ``func``; a call it makes in tail position
+        (:mod:`hetvm.analysis.tail_calls`) runs after its frame is dropped, as the
+        VM does, so a loop (a function calling itself there) runs in constant depth."""
+        if self._depth >= self.max_depth:
+            raise HetvmRuntimeError(f"call depth over {self.max_depth} entering '{name}'")
+        self._depth += 1
+        checks: list[tuple[str, E.Function, dict]] = []
+        try:
+            while True:
+                frame = self._enter(name, func, args)
+                args = ()
+                try:
+                    out = self.eval_seq(func.body, frame)
+                except _TailCall as tail:
+                    if len(checks) < 1:  # the first frame's result type, checked at the end
+                        checks.append((name, func, frame.sym))
+                    name, func, args = tail.name, self.mod[tail.name], tail.args
+                    continue
+                checks.append((name, func, frame.sym))
+                break
+        finally:
+            self._depth -= 1
+        for fname, f, sym in checks:
+            if f.ret_struct_info is not None:
+                check = _Frame(fname)
+                check.sym = sym
+                self._check(f.ret_struct_info, out, check, f"result of '{fname}'", define=False)
+        return out
+
+    def _enter(self, name: str, func: E.Function, args: Sequence[Any]) -> _Frame:
         if len(args) != len(func.params):
             raise HetvmRuntimeError(
                 f"function '{name}' takes {len(func.params)} argument(s), got {len(args)}"
             )
-        if self._depth >= self.max_depth:
-            raise HetvmRuntimeError(f"call depth over {self.max_depth} entering '{name}'")
         frame = _Frame(name)
+        frame.tails = self._tail_calls(name, func)
         for param, arg in zip(func.params, args):
             _bind_defs(param.struct_info, arg, frame.sym)
         for param, arg in zip(func.params, args):
@@ -149,14 +190,12 @@ class Interpreter:
             for a in _arrays_in(arg):
                 frame.outside[id(a)] = (f"parameter '{param.name_hint}'", a)
         self._check_bounds(func, frame)
-        self._depth += 1
-        try:
-            out = self.eval_seq(func.body, frame)
-        finally:
-            self._depth -= 1
-        if func.ret_struct_info is not None:
-            self._check(func.ret_struct_info, out, frame, f"result of '{name}'", define=False)
-        return out
+        return frame
+
+    def _tail_calls(self, name: str, func: E.Function) -> dict:
+        if name not in self._tails:
+            self._tails[name] = tail_calls(func, self.mod) if name in self.mod else {}
+        return self._tails[name]
 
     def _check_bounds(self, func: E.Function, frame: _Frame) -> None:
         bounds = func.attrs.get("tir_var_upper_bound") or {}
@@ -178,6 +217,10 @@ class Interpreter:
         return self.eval(seq.body, frame)
 
     def eval_binding(self, binding: E.Binding, frame: _Frame) -> None:
+        tail = frame.tails.get(binding.var)
+        if tail is not None:
+            args = tuple(self.eval(a, frame) for a in tail.args)
+            raise _TailCall(tail.op.name_hint, args)  # type: ignore[attr-defined]
         value = self.eval(binding.value, frame)  # type: ignore[attr-defined]
         var = binding.var
         where = f"binding '{var.name_hint}' in '{frame.func_name}'"

@@ -86,7 +86,9 @@ def test_tuple_fields_are_tracked_one_by_one():
     assert isinstance(facts.points_to[v["t"]], tuple)
 
 
-def test_recursion_assumes_any_parameter_comes_back():
+def test_a_recursive_summary_is_the_least_fixpoint():
+    # f returns f(p, c) or a fresh exp(p): never a parameter (the old guess, "any
+    # parameter may come back", kept a loop's inputs alive until the caller returned)
     src = '''
 @I.ir_module
 class Module:
@@ -101,7 +103,49 @@ class Module:
 '''
     mod = from_source(src)
     summary = analyze_values(mod["f"], mod, "f").summary()
-    assert summary.returned_params == {0, 1}
+    assert summary.returned_params == frozenset()
+
+
+LOOP = '''
+@I.ir_module
+class Module:
+    @R.function
+    def loop(i: R.Tensor((), dtype="int64"), acc: R.Tensor((2,), dtype="float32"), w: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+        cls = Module
+        c = R.less(i, R.const(3, "int64"))
+        if c:
+            a = R.add(acc, w)
+            j = R.add(i, R.const(1, "int64"))
+            r = cls.loop(j, a, w)
+            out = r
+        else:
+            out = acc
+        return out
+
+    @R.function
+    def main(x: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+        cls = Module
+        w = R.exp(x)
+        y = cls.loop(R.const(0, "int64"), x, w)
+        z = R.add(y, x)
+        return z
+'''
+
+
+def test_a_loop_returns_its_accumulator_and_passes_its_carried_values_on():
+    mod = from_source(LOOP)
+    facts = analyze_values(mod["loop"], mod, "loop")
+    assert facts.summary().returned_params == {1}  # acc, not the counter or w
+    v = _vars(mod["loop"])
+    # what the loop passes to its next iteration outlives this one (the VM makes
+    # the tail call after the frame is gone): the counter too, which no one returns
+    assert facts.loc_of[v["j"]] in facts.escaping()
+    assert facts.loc_of[v["a"]] in facts.escaping()
+    # the caller's w is not returned by the loop: main may release it after the call
+    main = analyze_values(mod["main"], mod, "main")
+    vm_ = _vars(mod["main"])
+    assert main.loc_of[vm_["w"]] not in main.escaping()
+    assert main.loc_of[vm_["w"]] not in main.of(vm_["y"])
 
 
 def test_if_results_and_result_vars():

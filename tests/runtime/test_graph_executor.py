@@ -297,3 +297,11 @@ class Module:
     ex.set_input("x0", np.float32(1.5))
     ex.run()
     np.testing.assert_array_equal(ex.get_output(0).numpy(), np.zeros((1, 1), "float32"))
+
+
+def test_a_loop_is_refused_with_an_error_naming_the_vm():
+    from hetvm.script import from_source
+    from hetvm.testing.loop_programs import counting_loop
+
+    with pytest.raises(HetvmError, match=r"function 'loop' is a loop.*executor='vm'"):
+        build(from_source(counting_loop(8)), target="llvm", executor="graph")

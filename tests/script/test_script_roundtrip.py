@@ -466,3 +466,15 @@ def test_sim_vdevices_resolve_by_kind_and_position():
     assert b[3].var.struct_info.vdevice == mod.vdevices[0]
     n = x.struct_info.shape[0]
     assert prim.prove_equal(b[2].value.values[2], n * n - 1)
+
+
+@pytest.mark.parametrize("body_device", [None, "sim"])
+def test_a_loop_round_trips_before_and_after_lowering(body_device):
+    from hetvm.pipeline import lower
+    from hetvm.testing.loop_programs import counting_loop
+
+    mod = from_source(counting_loop(8, body_device=body_device))
+    text = roundtrip(mod)
+    # the self-call TVM writes for a loop (a tail-recursive function)
+    assert "            r: R.Tensor((1, 8), dtype=\"float32\"" in text and "= cls.loop(j, trips, a, e)" in text
+    roundtrip(lower(mod, target="llvm"))

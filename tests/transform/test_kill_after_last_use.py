@@ -205,3 +205,32 @@ def test_opaque_packed_result_may_be_its_argument():
         out,
     )
     assert _kill_names(KillAfterLastUse()(mod)) == []
+
+
+def _kills_by_frame(seq, out, where="body"):
+    for block in seq.blocks:
+        for b in block.bindings:
+            v = b.value
+            name = getattr(getattr(v, "op", None), "name", None)
+            if name in ("memory.kill_tensor", "memory.kill_storage", "vm.kill_object"):
+                out.setdefault(where, []).append(v.args[0].name_hint)
+            if isinstance(v, If):
+                _kills_by_frame(v.true_branch, out, "then")
+                _kills_by_frame(v.false_branch, out, "else")
+    return out
+
+
+def test_a_loop_kills_an_iteration_values_in_it_and_never_what_it_passes_on():
+    from hetvm.pipeline import lower
+    from hetvm.script import from_source
+    from hetvm.testing.loop_programs import counting_loop
+
+    low = lower(from_source(counting_loop(8)), target="llvm")
+    kills = _kills_by_frame(low["loop"].body, {})
+    # the product t is made and dies in the iteration (in the branch that makes it)
+    assert "t" in kills["then"]
+    # the new accumulator a and counter j go to the next iteration: no kill anywhere
+    everywhere = [n for names in kills.values() for n in names]
+    assert "a" not in everywhere and "j" not in everywhere
+    # nor are the values the iteration received (they belong to the one before)
+    assert not {"acc", "i", "e", "trips"} & set(everywhere)

@@ -482,3 +482,43 @@ def _step_ops(ins):
     if ins.op != "fused_elementwise":
         return [ins.op]
     return [step[0] for step in ins.attrs["program"]]
+
+
+def test_a_loop_body_on_an_accelerator_copies_what_it_reads_once_before_the_loop():
+    import hetvm
+    from hetvm.script import from_source
+    from hetvm.testing.loop_programs import counting_loop, counting_loop_reference
+
+    mod = from_source(counting_loop(16, body_device="sim"))
+    report = hetvm.explain(mod)
+    # x and exp(w) go to the accelerator at the loop's entry, the result comes back:
+    # nothing is copied inside the loop body (a copy there runs on every iteration)
+    assert sorted((c["value"], c["function"], c["dst"]) for c in report.copies) == [
+        ("e", "main", "sim:0"), ("x", "main", "sim:0"), ("y", "main", "cpu:0")]
+    assert all(c["per_iteration_of"] is None for c in report.copies)
+    assert all("once, before loop 'loop'" in c["reason"] for c in report.copies if c["value"] != "y")
+    exe = hetvm.build(mod, target="llvm")
+    vm = hetvm.VirtualMachine(exe, [hetvm.cpu(0), hetvm.device("sim", 0)], trace=True)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 16)).astype("float32")
+    w = (rng.standard_normal((16, 16)) * 0.1 - 3).astype("float32")
+    for trips in (1, 1000):
+        got = vm["main"](np.array(trips), x, w).numpy()
+        np.testing.assert_allclose(got, counting_loop_reference(trips, x, w), rtol=1e-4, atol=1e-5)
+        assert sum(1 for e in vm.events if e["event"] == "copy") == 3  # the same for 1 and 1,000
+
+
+def test_a_copy_inside_a_loop_body_is_reported_per_iteration():
+    import hetvm
+    from hetvm.script import from_source
+    from hetvm.testing.loop_programs import counting_loop
+
+    # only the product is pinned on the accelerator: its input acc, carried from
+    # the CPU add, must cross on every iteration
+    src = counting_loop(16, body_device="sim").replace(
+        'u: R.Tensor((1, 16), "float32", "sim")', 'u: R.Tensor((1, 16), "float32", "llvm")').replace(
+        'a: R.Tensor((1, 16), "float32", "sim")', 'a: R.Tensor((1, 16), "float32", "llvm")')
+    report = hetvm.explain(from_source(src))
+    inside = [c for c in report.copies if c["function"] == "loop"]
+    assert inside and all(c["per_iteration_of"] == "loop" for c in inside)
+    assert all("made on every iteration of loop 'loop'" in c["reason"] for c in inside)

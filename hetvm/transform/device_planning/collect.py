@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ...analysis.tail_calls import self_recursive
 from ...errors import DevicePlanError
 from ...ir import expr as E
 from ...ir import struct_info as S
@@ -26,6 +27,50 @@ from ...op.base import common_vdevice
 from ...op.effects import kernel_op_of
 from .devices import DeviceKey, DeviceTable, key_str
 from .graph import CONST, Constraint, Demand, Problem, Tree, tensor_nbytes, where, zip_leaves
+
+#: what the minimum cut assumes a loop's iterations to be: a copy inside a loop
+#: body costs this many times its bytes, one made before the loop once
+LOOP_ITERATIONS = 16
+
+
+def loop_repeats(mod: IRModule) -> dict[str, int]:
+    """Function -> the times its body may run per call of the program: a loop
+    (a function calling itself in tail position) ``LOOP_ITERATIONS`` times per
+    call, a function called from a loop body as often as that body."""
+    calls: dict[str, set[str]] = {}
+    own: dict[str, int] = {}
+    for name, func in mod.functions.items():
+        own[name] = LOOP_ITERATIONS if self_recursive(func, name) else 1
+        for callee in _callees(func):
+            if callee != name and callee in mod:
+                calls.setdefault(callee, set()).add(name)
+    out = dict(own)
+    for _ in range(len(out)):  # the call graph without self-calls: settles in that many rounds
+        changed = False
+        for name in out:
+            callers = [out[c] for c in calls.get(name, ()) if c in out]
+            value = own[name] * max(callers, default=1)
+            value = min(value, LOOP_ITERATIONS**4)
+            if value != out[name]:
+                out[name], changed = value, True
+        if not changed:
+            break
+    return {k: v for k, v in out.items() if v != 1}
+
+
+def _callees(func: E.Function) -> set[str]:
+    out: set[str] = set()
+    stack: list[E.Expr] = [func.body]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, E.SeqExpr):
+            for block in e.blocks:
+                stack.extend(b.value for b in block.bindings)  # type: ignore[attr-defined]
+        elif isinstance(e, E.If):
+            stack.extend((e.true_branch, e.false_branch))
+        elif isinstance(e, E.Call) and isinstance(e.op, E.GlobalVar):
+            out.add(e.op.name_hint)
+    return out
 
 
 def _flat_tensor_sinfos(sinfo: S.StructInfo | None) -> list[S.StructInfo]:
@@ -58,6 +103,8 @@ class Collector:
 
     # -- entry -----------------------------------------------------------------
     def run(self) -> Problem:
+        self.problem.repeats = loop_repeats(self.mod)
+        self.problem.loops = {n for n, f in self.mod.functions.items() if self_recursive(f, n)}
         for name, func in self.mod.functions.items():
             self._declare_function(name, func)
         for name, func in self.mod.functions.items():

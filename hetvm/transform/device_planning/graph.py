@@ -100,6 +100,11 @@ class Problem:
         self.domains: list[Domain] = []
         self.parent: list[int] = []
         self.demands: list[Demand] = []
+        #: function name -> how many times one call of ``main`` may run its body
+        #: (a loop's iterations, see :func:`loop_repeats`); 1 when absent
+        self.repeats: dict[str, int] = {}
+        #: functions that are loops (call themselves in tail position)
+        self.loops: set[str] = set()
 
     # -- domains -------------------------------------------------------------
     def new_domain(self, label: str, span: Span | None = None, op: str | None = None) -> int:

@@ -466,6 +466,14 @@ class Rewriter:
             src_reason = self.pl.domain_reason(val.domain)
             if _specific(src_reason):
                 reason += f"; '{val.name}' is on {key_str(src)} because {src_reason}"
+            loop = val.func if val.func in self.problem.loops else None
+            if loop is not None:  # the copy sits in a loop body: it runs on every iteration
+                reason += f"; made on every iteration of loop '{loop}'"
+            else:
+                into = [d.consumer.split("(")[0] for d in demands if d.kind == "call-arg"]
+                entered = [f for f in into if f in self.problem.loops]
+                if entered:
+                    reason += f"; made once, before loop '{entered[0]}' (not per iteration)"
             span = first.span if first is not None else val.span
             out.append({
                 "value": val.name,
@@ -474,6 +482,7 @@ class Rewriter:
                 "src": key_str(src),
                 "dst": key_str(dst),
                 "bytes": int(val.nbytes),
+                "per_iteration_of": loop,
                 "consumers": consumers,
                 "reason": reason,
                 "kind": first.kind if first is not None else "planned",

@@ -144,7 +144,8 @@ def solve(problem: Problem, table: DeviceTable) -> Placement:
             members = [node("dom", problem.find(val.domain))] + [node(k, c) for k, c in lst]
             if len(set(members)) < 2 or set(members) == {s_node, t_node}:
                 continue
-            edges.append((members, val.nbytes * weight_unit + 1))
+            repeats = problem.repeats.get(val.func, 1)  # a copy inside a loop runs per iteration
+            edges.append((members, val.nbytes * repeats * weight_unit + 1))
         side, _ = min_cut_hyper(len(index) + 2, src_fixed, sink_fixed, edges)
         for r in free:
             if side[index[r]]:
