@@ -85,7 +85,10 @@ class ConvertContext:
     source: str = "<model>"
     #: walks a subgraph (GraphProto, owner node name) into the current scope and
     #: returns its output values; set by the importer
-    subgraph: Callable[[Any, str], list[Any]] | None = None
+    subgraph: Callable[..., list[Any]] | None = None
+    #: the value an ONNX name has in the scope being converted (None: no such
+    #: name); set by the importer
+    lookup: Callable[[str], Any] | None = None
     #: import RNN/GRU/LSTM unrolled into plain ops (a static sequence length)
     #: instead of one ``nn.recurrent_scan`` call per direction
     unroll_recurrent: bool = False

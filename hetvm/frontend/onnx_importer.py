@@ -210,6 +210,7 @@ class _GraphImporter:
         self.bb = BlockBuilder()
         self.ctx = ConvertContext(self.bb, keep_params=keep_params, source=label, unroll_recurrent=unroll_recurrent)
         self.ctx.subgraph = self._subgraph
+        self.ctx.lookup = lambda name: self.values.get(name)
         self.values: dict[str, Any] = {}
         self.sym_vars: dict[str, P.PrimVar] = {}
 
@@ -255,14 +256,23 @@ class _GraphImporter:
             params.append(var)
         return params
 
-    def _subgraph(self, graph: Any, owner: str) -> list[Any]:
+    def _subgraph(
+        self, graph: Any, owner: str, bindings: dict[str, Any] | None = None, isolated: bool = False
+    ) -> list[Any]:
         """Walks ``graph`` (a branch of node ``owner``) into the current scope and
         returns its output values. It reads the enclosing graph's values; what it
-        defines is visible only inside it."""
+        defines is visible only inside it. ``bindings``: values for names (a loop
+        body's inputs); ``isolated``: of the enclosing values only the constants
+        are visible (a loop body is another function: it reads the rest through
+        ``bindings``)."""
         from onnx import numpy_helper
 
         outer, node = self.values, self.ctx.node
-        self.values = dict(outer)
+        if isolated:
+            self.values = {k: v for k, v in outer.items() if isinstance(v, np.ndarray)}
+        else:
+            self.values = dict(outer)
+        self.values.update(bindings or {})
         try:
             for init in graph.initializer:
                 self.values[init.name] = numpy_helper.to_array(init)

@@ -40,8 +40,9 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_cast_no_saturate_FLOAT_to_FLOAT8E4M3FN_cpu$",
         r"^test_cast_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ_cpu$",
     ],
-    # 20 case(s)
+    # 21 case(s)
     'HetvmRuntimeError: unsupported dtype dtype(bfloat16)': [
+        r"^test_range_bfloat16_type_positive_delta_expanded_cpu$",
         r"^test_attention_3d_causal_bf16_expanded_cpu$",
         r"^test_attention_4d_attn_mask_causal_bf16_expanded_cpu$",
         r"^test_attention_4d_causal_bf16_expanded_cpu$",
@@ -84,25 +85,8 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_gridsample_volumetric_nearest_align_corners_1_cpu$",
         r"^test_gridsample_zeros_padding_cpu$",
     ],
-    # 18 case(s)
-    'FrontendError: unsupported ONNX operator(s): Scan': [
-        r"^test_linear_attention_decode_step_expanded_cpu$",
-        r"^test_linear_attention_delta_expanded_cpu$",
-        r"^test_linear_attention_explicit_scale_expanded_cpu$",
-        r"^test_linear_attention_fp16_expanded_cpu$",
-        r"^test_linear_attention_gated_delta_beta_scalar_expanded_cpu$",
-        r"^test_linear_attention_gated_delta_expanded_cpu$",
-        r"^test_linear_attention_gated_delta_gqa_expanded_cpu$",
-        r"^test_linear_attention_gated_delta_mqa_expanded_cpu$",
-        r"^test_linear_attention_gated_expanded_cpu$",
-        r"^test_linear_attention_gated_per_head_decay_expanded_cpu$",
-        r"^test_linear_attention_linear_expanded_cpu$",
-        r"^test_linear_attention_linear_t1_no_past_expanded_cpu$",
-        r"^test_linear_attention_no_past_explicit_zeros_expanded_cpu$",
-        r"^test_linear_attention_prefill_with_past_expanded_cpu$",
-        r"^test_scan9_multi_state_cpu$",
-        r"^test_scan9_scalar_cpu$",
-        r"^test_scan9_sum_cpu$",
+    # 1 case(s)
+    'FrontendError: unsupported ONNX operator(s): Scan (opset 8)': [
         r"^test_scan_sum_cpu$",
     ],
     # 14 case(s)
@@ -392,15 +376,10 @@ EXCLUDED: dict[str, list[str]] = {
     "FrontendError: unsupported ONNX operator(s): SequenceConstruct inside a subgraph of If node '…'": [
         r"^test_if_seq_cpu$",
     ],
-    # 7 case(s)
-    'FrontendError: unsupported ONNX operator(s): Loop': [
-        r"^test_loop11_cpu$",
+    # 2 case(s)
+    'FrontendError: unsupported ONNX operator(s): SequenceInsert (sequence-typed loop-carried values)': [
         r"^test_loop13_seq_cpu$",
         r"^test_loop16_seq_none_cpu$",
-        r"^test_range_bfloat16_type_positive_delta_expanded_cpu$",
-        r"^test_range_float16_type_positive_delta_expanded_cpu$",
-        r"^test_range_float_type_positive_delta_expanded_cpu$",
-        r"^test_range_int32_type_negative_delta_expanded_cpu$",
     ],
     # 7 case(s)
     'FrontendError: unsupported ONNX operator(s): OptionalHasElement': [
@@ -451,7 +430,7 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_training_dropout_zero_ratio_mask_cpu$",
     ],
     # 6 case(s)
-    'FrontendError: unsupported ONNX operator(s): Loop, SequenceEmpty, SequenceLength': [
+    'FrontendError: unsupported ONNX operator(s): SequenceEmpty, SequenceLength (a Loop over a sequence)': [
         r"^test_sequence_map_add_1_sequence_1_tensor_expanded_cpu$",
         r"^test_sequence_map_add_2_sequences_expanded_cpu$",
         r"^test_sequence_map_extract_shapes_expanded_cpu$",

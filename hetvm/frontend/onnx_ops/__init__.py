@@ -13,4 +13,4 @@ from .registry import CONVERTERS, FOLD_ONLY, OpSpec, converter, is_supported, lo
 
 __all__ = ["OpSpec", "converter", "lookup", "is_supported", "CONVERTERS", "FOLD_ONLY"]
 
-from . import activation, attention, control_flow, conv_transpose, elementwise, index_nd, layout, loss, nn, norm, pool_size, quantize, recurrent, reduce, resize, rotary, shape  # noqa: F401,I001  (registers converters)
+from . import activation, attention, control_flow, conv_transpose, elementwise, index_nd, layout, loops, loss, nn, norm, pool_size, quantize, recurrent, reduce, resize, rotary, shape  # noqa: F401,I001  (registers converters)

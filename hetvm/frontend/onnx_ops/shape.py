@@ -14,8 +14,10 @@ import numpy as np
 
 from ...ir import expr as E
 from ...ir import prim as P
+from ...ir import struct_info as S
 from ..fold import SymArray, known, reshape_target
 from ..onnx_context import ConvertContext, NodeView, normalize_axes, normalize_axis
+from ..onnx_types import ident
 from .registry import converter
 
 _BIG = 2**31 - 1
@@ -108,6 +110,8 @@ def _split(ctx: ConvertContext, node: NodeView) -> Any:
 def _slice(ctx: ConvertContext, node: NodeView) -> Any:
     x = ctx.tensor(0, "data")
     rank = ctx.rank(x)
+    if node.opset >= 10 and all(isinstance(node.input(i), E.Expr) for i in (1, 2)):
+        return _slice_at_run_time(ctx, node, x, rank)
     if node.opset >= 10:
         starts = ctx.dims(node.input(1), "starts")
         ends = ctx.dims(node.input(2), "ends")
@@ -123,6 +127,51 @@ def _slice(ctx: ConvertContext, node: NodeView) -> Any:
     begin = [_clamp(b) for b in starts]
     end = [_clamp(e) for e in ends]
     return ctx.call("strided_slice", x, axes, begin, end, steps)
+
+
+def _slice_at_run_time(ctx: ConvertContext, node: NodeView, x: Any, rank: int) -> Any:
+    """A Slice whose starts and ends are both computed at run time (a loop body
+    slicing at its iteration counter): the strided_slice kernel cannot locate a
+    window with neither bound known, so each axis becomes a ``take`` of the
+    indices ``arange(start, end, step)``, the bounds clamped as ONNX says."""
+    starts, ends = (ctx.tensor(i, w) for i, w in ((1, "starts"), (2, "ends")))
+    count = ctx.known_shape(starts, "starts")[0]
+    n = ctx.static_dim(count, "the number of starts")
+    axes = ctx.ints(node.input(3), "axes")
+    steps = ctx.ints(node.input(4), "steps") or [1] * n
+    axes = list(range(n)) if axes is None else normalize_axes(ctx, axes, rank)
+    i64 = "int64"
+    starts, ends = (v if ctx.dtype(v) == i64 else ctx.call("astype", v, i64) for v in (starts, ends))
+    shape = ctx.known_shape(x, "data")
+    for k, (axis, step) in enumerate(zip(axes, steps)):
+        if step == 0:
+            raise ctx.error("a step of 0")
+        at = ctx.const(np.array([k], dtype=np.int64))
+        b, e = ctx.call("take", starts, at, axis=0), ctx.call("take", ends, at, axis=0)
+        dim_value = P.const_value(shape[axis])
+        if dim_value is not None:
+            dim: Any = ctx.const(np.array([int(dim_value)], dtype=np.int64))
+        else:
+            sizes = ctx.call("shape_to_tensor", ctx.call("shape_of", x))
+            dim = ctx.call("take", sizes, ctx.const(np.array([axis], dtype=np.int64)), axis=0)
+        low, high = (0, 0) if step > 0 else (-1, -1)  # clamp to [0, dim] or [-1, dim - 1]
+        zero = ctx.const(np.array([0], dtype=np.int64))
+        bounds = []
+        for v in (b, e):
+            v = ctx.call("where", ctx.call("less", v, zero), ctx.call("add", v, dim), v)
+            top = dim if high == 0 else ctx.call("subtract", dim, ctx.const(np.array([1], dtype=np.int64)))
+            v = ctx.call("minimum", ctx.call("maximum", v, ctx.const(np.array([low], dtype=np.int64))), top)
+            bounds.append(v)
+        delta = ctx.const(np.array([step], dtype=np.int64))
+        length = ctx.call("range_length", bounds[0], bounds[1], delta)
+        sizes_of = ctx.call("tensor_to_shape", length)
+        m = P.PrimVar(ctx.names.unique(ident(f"{node.output_names[0] or 'slice'}_len")))
+        ctx.bb.match_cast(sizes_of, S.ShapeStructInfo([m]), ctx.names.unique("slice_len_shape"))
+        offsets = ctx.call("arange", 0, m, 1, dtype=i64)
+        first = ctx.call("reshape", bounds[0], ())
+        indices = ctx.call("add", ctx.call("multiply", offsets, ctx.const(np.array(step, dtype=np.int64))), first)
+        x = ctx.call("take", x, indices, axis=axis)
+    return x
 
 
 def _clamp(v: P.PrimExpr) -> int | P.PrimExpr:
