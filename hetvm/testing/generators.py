@@ -4,7 +4,8 @@
 ``main`` is a DAG of registered ops (see :mod:`.gen_ops`) over random shapes --
 static, or symbolic with bounds declared in the ``tir_var_upper_bound`` function
 attribute -- and dtypes, with dataflow and plain blocks, tuples, ``If``,
-``match_cast``, calls to helper functions (which may call each other), and, when
+``match_cast``, calls to helper functions (which may call each other; some are
+loops: a function calling itself in tail position), and, when
 asked, device pins over ``cpu`` and two ``sim`` devices (vdevices declared in
 ``global_infos["vdevice"]``; pins on parameters, ``hint_on_device`` and
 ``to_vdevice``) with random kernels missing on the sims. Every choice is a
@@ -48,6 +49,8 @@ class GenConfig:
     match_cast: bool = True
     calls: bool = True
     max_helpers: int = 2
+    #: some helpers are loops (with ``calls``): counter, trip count, carried values
+    loops: bool = True
     dataflow: bool = True
     #: pin values to cpu / sim:0 / sim:1 (declares the three vdevices)
     devices: bool = False
@@ -137,7 +140,10 @@ class _ModuleGen(_Drawer):
     def build(self) -> GeneratedProgram:
         if self.config.calls:
             for i in range(self.draw_int(0, self.config.max_helpers)):
-                self._helper(f"helper{i}")
+                if self.config.loops and self.draw_bool(0.4):
+                    self._loop_helper(f"loop{i}")
+                else:
+                    self._helper(f"helper{i}")
         main = FunctionGen(self, "main", is_main=True)
         main.body()
         mod = self.bb.get()
@@ -171,6 +177,21 @@ class _ModuleGen(_Drawer):
             params.append(E.Var(f"p{i}", struct_info=S.TensorStructInfo(dims, dtype)))
         gen = FunctionGen(self, name, is_main=False, params=params)
         gen.body()
+        self.helpers.append((name, [p.struct_info for p in params]))  # type: ignore[misc]
+
+
+    def _loop_helper(self, name: str) -> None:
+        """A loop: ``loop(i, trips, carried, ...)`` runs its body and calls itself
+        with ``i + 1`` and a new first carried value of the same type while
+        ``i < trips``; the others (read in the body) pass unchanged."""
+        scalar = S.TensorStructInfo((), "int64")
+        params = [E.Var("i", struct_info=scalar), E.Var("trips", struct_info=scalar)]
+        for i in range(self.draw_int(1, 2)):
+            dims = [P.IntImm(self.draw_int(1, 4)) for _ in range(self.draw_int(0, 2))]
+            dtype = self.draw_choice([d for d in self.config.dtypes if d != "bool"] or ["float32"])
+            params.append(E.Var(f"c{i}", struct_info=S.TensorStructInfo(dims, dtype)))
+        gen = FunctionGen(self, name, is_main=False, params=params)
+        gen.loop_body()
         self.helpers.append((name, [p.struct_info for p in params]))  # type: ignore[misc]
 
 
@@ -256,6 +277,34 @@ class FunctionGen(_Drawer):
                         self.step(allow_if=True)
             output = self.output()
             self.bb.emit_func_output(output, params=self.params)
+
+    def loop_body(self) -> None:
+        """The body of a loop helper (see ``_ModuleGen._loop_helper``)."""
+        i, trips, carried = self.params[0], self.params[1], self.params[2]
+        rest = self.params[3:]
+        me = self.bb.module.get_global_var(self.name) if self.name in self.bb.module else E.GlobalVar(self.name)
+        # its signature first, so the call of itself is typed
+        stub = E.Function(tuple(self.params), E.SeqExpr((), carried), carried.struct_info, True)
+        self.bb.update_func(self.name, stub)
+        with self.bb.function(self.name):
+            go = self.bb.emit(R.less(i, trips))
+            saved_pool, saved_tuples = list(self.pool), list(self.tuples)
+            self.bb.begin_scope()
+            for _ in range(self.draw_int(1, max(1, self.config.max_ops // 2))):
+                self.step(allow_if=False)
+            shape, dtype = G.shape_of(carried), G.dtype_of(carried)
+            same = [v for v in self.pool if G.dtype_of(v) == dtype and G.shapes_equal(G.shape_of(v), shape)]
+            new: E.Expr = self.draw_choice(same)
+            if new is carried or self.draw_bool(0.5):
+                new = self.bb.emit(self.draw_choice([R.negative, R.abs])(new))
+            step = self.bb.emit(R.add(i, E.Constant(np.array(1, dtype=np.int64))))
+            again = self.bb.emit(E.Call(me, (step, trips, new, *rest)))
+            then = self.bb.end_scope(again)
+            self.pool, self.tuples = saved_pool, saved_tuples
+            self.bb.begin_scope()
+            done = self.bb.end_scope(carried)
+            out = self.bb.emit(E.If(go, then, done))
+            self.bb.emit_func_output(out, params=self.params)
 
     def dataflow_segment(self, steps: int) -> None:
         saved_pool, saved_tuples = list(self.pool), list(self.tuples)

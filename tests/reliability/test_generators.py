@@ -25,6 +25,7 @@ def test_generator_reaches_every_feature():
     marks = {
         "if": "if ",
         "call": "cls.helper",
+        "loop": "= cls.loop",  # a loop helper (its call of itself, or main's call)
         "match_cast": "R.match_cast",
         "tuple": "R.Tuple",
         "hint": "R.hint_on_device",
