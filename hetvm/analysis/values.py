@@ -142,6 +142,8 @@ class FunctionValues:
     #: locations passed to a call in tail position: the VM makes that call once
     #: this frame is gone, so they outlive it (see :mod:`.tail_calls`)
     passed_on: frozenset = EMPTY
+    #: owner() answers, filled on demand once the analysis is complete
+    _owners: dict = field(default_factory=dict, repr=False, compare=False)
 
     # -- queries ---------------------------------------------------------------
     def of(self, var: E.Var) -> frozenset:
@@ -171,15 +173,21 @@ class FunctionValues:
 
     def owner(self, var: E.Var) -> E.Var:
         """The variable whose register holds the object ``var`` names (itself when
-        it holds one of its own)."""
-        seen = 0
-        while seen < 10_000:
-            seen += 1
+        it holds one of its own). Memoised along the chain: a chain of n views
+        (an in-place element-wise chain is one) costs O(n) in all, not O(n^2)."""
+        cache = self._owners
+        path = []
+        while var not in cache and len(path) < 1_000_000:
             source = self._same_object(self.value_of.get(var))
-            if source is None:
-                return var
+            if source is None or source is var or source in path:
+                cache[var] = var
+                break
+            path.append(var)
             var = source
-        return var
+        found = cache.get(var, var)
+        for v in path:
+            cache[v] = found
+        return found
 
     def _same_object(self, value: E.Expr | None) -> E.Var | None:
         if isinstance(value, E.Var):

@@ -204,3 +204,24 @@ class Module:
         assert kills[-3:] == [("vm.kill_object", "v"), ("memory.kill_tensor", "a"), ("memory.kill_tensor", "lv")]
     finally:
         fx.BUILTIN_EFFECTS.pop("testing.flat_view")
+
+
+def test_owners_of_a_long_chain_of_views_cost_linear_work(monkeypatch):
+    """InplaceElementwise turns an n-op element-wise chain into n views of one
+    buffer; asking every view's owner walked the chain each time (quadratic: a
+    10,000-add chain did not build in 500 s). Counted, not timed."""
+    from hetvm.analysis.values import FunctionValues
+
+    n = 400
+    lines = [f'        v{i + 1}: R.Tensor((6,), dtype="float32") = R.call_packed("vm.builtin.reshape", v{i}, '
+             f'R.shape([6]), ty_args=(R.Tensor((6,), dtype="float32"),))' for i in range(n)]  # fmt: skip
+    src = LOWERED.split("        v: R.Tensor")[0].replace("a: R.Tensor((2, 3)", "v0: R.Tensor((2, 3)")
+    src = src.replace('R.call_packed("kernel.exp", x, a,', 'R.call_packed("kernel.exp", x, v0,')
+    func = from_source(src + "\n".join(lines) + f"\n        return v{n}\n")["main"]
+    facts = analyze_values(func)
+    steps = []
+    real = FunctionValues._same_object
+    monkeypatch.setattr(FunctionValues, "_same_object", lambda self, value: steps.append(1) or real(self, value))
+    v = _vars(func)
+    assert all(facts.owner(v[f"v{i}"]) is v["v0"] for i in range(n, -1, -1))
+    assert len(steps) <= 2 * (n + 1)
