@@ -49,6 +49,12 @@ def _place(model: Any, args: argparse.Namespace, setup: Any) -> Any:
 
     rules = parse_place_rules(getattr(args, "place", None), setup)
     mod, _ = apply_pins(model.mod, rules)
+    bounds = getattr(args, "bound", None)
+    if bounds:
+        from .cli_support.inputs import parse_dims
+        from .transform.declare_dim_bounds import declare_dim_bounds
+
+        mod = declare_dim_bounds(mod, parse_dims(bounds, "--bound"))
     return mod
 
 
@@ -65,8 +71,9 @@ def _compile(mod: Any, setup: Any, executor: str, console, want_explain: bool = 
                                want_explain=want_explain, plan_memory=plan_memory, origins=origins)  # fmt: skip
 
 
-def _inputs(model: Any, mod: Any, args: argparse.Namespace):
-    """``main``'s arguments, notes on the made-up ones, and one line per symbolic dim."""
+def _inputs(model: Any, mod: Any, args: argparse.Namespace, with_dims: bool = False):
+    """``main``'s arguments, notes on the made-up ones, and one line per symbolic dim
+    (``with_dims``: and the dims' values by name)."""
     from .cli_support.input_roles import broadcast_pairs, index_extents, input_roles
     from .cli_support.inputs import (
         choose_dims,
@@ -85,13 +92,15 @@ def _inputs(model: Any, mod: Any, args: argparse.Namespace):
                                  extents=index_extents(mod["main"]))  # fmt: skip
     roles = input_roles(mod["main"], mod.attrs.get("onnx_node_of"))
     args_np, notes = make_inputs(params, given, env, seed=getattr(args, "seed", 0), roles=roles)
+    if with_dims:
+        return args_np, notes, dim_notes, {v.name: int(n) for v, n in env.items()}
     return args_np, notes, dim_notes
 
 
-def _memory_rows(compiled: Any, result: Any) -> list[dict]:
+def _memory_rows(compiled: Any, result: Any, dims: dict | None = None) -> list[dict]:
     from .cli_support.reports import memory_rows, plan_of
 
-    return memory_rows(plan_of(compiled.exe, compiled.lowered), result.memory)
+    return memory_rows(plan_of(compiled.exe, compiled.lowered, dims), result.memory)
 
 
 def _header(console, model: Any, setup: Any, args: argparse.Namespace) -> None:
@@ -108,7 +117,7 @@ def _run_and_report(console, model: Any, mod: Any, setup: Any, args: argparse.Na
     from .cli_support.reports import copies_table, memory_table, outputs_table
     from .cli_support.session import run
 
-    args_np, notes, dim_notes = _inputs(model, mod, args)
+    args_np, notes, dim_notes, dims = _inputs(model, mod, args, with_dims=True)
     for note in model.dim_notes + dim_notes:
         console.print(note)
     t0 = time.perf_counter()
@@ -129,7 +138,7 @@ def _run_and_report(console, model: Any, mod: Any, setup: Any, args: argparse.Na
         console.print(f"outputs saved to {args.save_outputs}")
     console.table(copies_table(compiled.explain if setup.heterogeneous else None, compiled.planned_names))
     _usage(console, compiled, args)
-    console.table(memory_table(_memory_rows(compiled, result), result.memory_note))
+    console.table(memory_table(_memory_rows(compiled, result, dims), result.memory_note))
     return 0
 
 
@@ -200,17 +209,32 @@ def cmd_plan(args: argparse.Namespace) -> int:
     model = _load(args, console)
     _header(console, model, setup, args)
     mod = _place(model, args, setup)
-    args_np, _, dim_notes = _inputs(model, mod, args)
+    if args.fit:
+        from .cli_support.inputs import parse_dims
+        from .cli_support.plan_report import fit_table, formula_lines
+
+        compiled = _compile(mod, setup, "vm", console, want_explain=False, model=model)
+        for line in formula_lines(compiled.exe, setup.names):
+            console.print(line)
+        console.table(fit_table(compiled.exe, args.fit, parse_dims(args.dim), setup.names))
+        return 0
+    args_np, _, dim_notes, dims = _inputs(model, mod, args, with_dims=True)
     for note in model.dim_notes + dim_notes:
         console.print(note)
     compiled = _compile(mod, setup, "vm", console, want_explain=bool(args.html), model=model)
+    from .cli_support.plan_report import formula_lines, unplanned_lines
+
+    for line in formula_lines(compiled.exe, setup.names):
+        console.print(line)
     with console.status("running (traced)"):
         result = run(compiled, args_np, trace=True)
-    rows = _memory_rows(compiled, result)
+    rows = _memory_rows(compiled, result, dims)
     console.table(memory_table(rows))
     from .cli_support.order_report import order_lines
 
     for line in order_lines(getattr(compiled.exe, "metadata", None)):
+        console.print(line)
+    for line in unplanned_lines(compiled.exe, setup.names):
         console.print(line)
     # live bytes tensor by tensor: the same program without the static plan,
     # so every intermediate is its own allocation and every kill frees it
@@ -327,6 +351,10 @@ def _common(p: argparse.ArgumentParser, model: bool = True) -> None:
                        help="configure a sim device without kernels for these hetvm ops")  # fmt: skip
         p.add_argument("--stages", metavar="DEV,DEV|all",
                        help="stage mode: cut the model into contiguous pipeline stages on these devices")  # fmt: skip
+    if model:
+        p.add_argument("--bound", action="append", metavar="NAME=N",
+                       help="declare the largest value of a symbolic dim (the memory plan is "
+                            "sized for it; without one, it is planned with formulas in the dim)")  # fmt: skip
     p.add_argument("--plain", action="store_true", help="plain-text tables (no rich)")
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
 
@@ -370,6 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory", action="store_true", help="the memory report (the default)")
     p.add_argument("--plot", metavar="FILE.png", help="draw live bytes and the arena layout")
     p.add_argument("--html", metavar="FILE.html", help="write the plan as an interactive page (offline, one file)")
+    p.add_argument("--fit", metavar="SIZE",
+                   help="the largest value of each free dim whose predicted peak (weights and inputs "
+                        "included) fits SIZE (e.g. 16GiB) on each device; --dim fixes the others")  # fmt: skip
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("show", help="the IR as text, or the graph as dot/svg")

@@ -41,7 +41,10 @@ Model (what the VM must match for ``vm.memory_report()`` to equal the plan):
 Both branches of every ``If`` are explored (paths enumerated, up to a cap); the
 prediction is the largest peak over paths. Symbolic sizes count at their
 declared upper bound (then the prediction is an upper bound, ``exact`` False);
-an unbounded one makes the device's prediction ``None``.
+the entry function's sizes in variables without a bound are counted exactly,
+as expressions (``PeakPrediction.symbolic``: the peak is a maximum of them);
+an unbounded size that is no such expression (a callee's, an unknown shape)
+makes the device's prediction ``None``.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from ..ir.module import IRModule
 from ..op.effects import COPY_BUILTIN, Result, op_effects, symbol_effects
 from .liveness import Liveness, analyze_liveness
 from .sizes import SizeBound, declared_upper_bounds, shape_nbytes
+from .symbolic_bytes import ByteMax
 from .tail_calls import tail_calls
 from .values import FunctionValues, analyze_values, flatten
 
@@ -68,12 +72,17 @@ LOOP_ITERATIONS = 3
 
 @dataclass
 class PeakPrediction:
-    """Per device index: peak bytes (None when unbounded), and whether exact."""
+    """Per device index: peak bytes (None when unbounded), and whether exact.
+
+    ``symbolic``: per device whose sizes depend on unbounded shape variables,
+    the peak as a maximum of expressions in them (``peak`` is None there).
+    """
 
     peak: dict[int, int | None] = field(default_factory=dict)
     exact: dict[int, bool] = field(default_factory=dict)
     paths: int = 0
     complete: bool = True
+    symbolic: dict[int, ByteMax] = field(default_factory=dict)
 
 
 class _Unpredictable(Exception):
@@ -95,12 +104,13 @@ class _TailCall(Exception):
 
 
 class _Block:
-    __slots__ = ("nbytes", "device", "refs")
+    __slots__ = ("nbytes", "device", "refs", "expr")
 
-    def __init__(self, nbytes: int, device: int) -> None:
+    def __init__(self, nbytes: int, device: int, expr: P.PrimExpr | None = None) -> None:
         self.nbytes = nbytes
         self.device = device
         self.refs = 0
+        self.expr = expr  # the size where it is an expression (nbytes is then 0)
 
 
 class _Obj:
@@ -113,15 +123,20 @@ class _Obj:
 class _Owner(_Obj):
     """A tensor or a storage: holds one reference to its block until released."""
 
-    __slots__ = ("block", "released", "nbytes")
+    __slots__ = ("block", "released", "nbytes", "expr")
 
-    def __init__(self, block: _Block | None, nbytes: int = 0) -> None:
+    def __init__(self, block: _Block | None, nbytes: int = 0, expr: P.PrimExpr | None = None) -> None:
         super().__init__()
         self.block = block
         self.released = block is None
         self.nbytes = nbytes
+        self.expr = expr
         if block is not None:
             block.refs += 1
+
+    @property
+    def size(self) -> SizeBound:
+        return SizeBound(None, False, self.expr) if self.expr is not None else SizeBound(self.nbytes, True)
 
 
 class _TupleObj(_Obj):
@@ -174,6 +189,8 @@ class _Machine:
         self.in_use: dict[int, int] = {}
         self.peak: dict[int, int | None] = {}
         self.exact: dict[int, bool] = {}
+        self.sym_in_use: dict[int, P.PrimExpr] = {}  # the symbolic part of in_use
+        self.sym_peak: dict[int, ByteMax] = {}
         self.next_reg = 0
         self.depth = 0
         self._tails: dict[str, dict] = {}
@@ -183,17 +200,27 @@ class _Machine:
         self.in_use.setdefault(device, 0)
         self.peak.setdefault(device, 0)
         self.exact.setdefault(device, True)
-        if size.nbytes is None:
+        # a callee's symbolic sizes are in its own variables, not the entry's dims
+        symbolic_ok = size.expr is not None and self.depth == 1
+        if size.nbytes is None and (not symbolic_ok or self.peak[device] is None):
             self.peak[device] = None
             self.exact[device] = False
-            block = _Block(0, device)
-            return block
-        if not size.exact:
-            self.exact[device] = False
-        block = _Block(size.nbytes, device)
-        self.in_use[device] += size.nbytes
-        if self.peak[device] is not None and self.in_use[device] > self.peak[device]:  # type: ignore[operator]
-            self.peak[device] = self.in_use[device]
+            self.sym_peak.pop(device, None)
+            return _Block(0, device)
+        if size.nbytes is None:  # an exact size that is an expression
+            block = _Block(0, device, size.expr)
+            self.sym_in_use[device] = P.add(self.sym_in_use.get(device, P.IntImm(0)), size.expr)  # type: ignore[arg-type]
+        else:
+            if not size.exact:
+                self.exact[device] = False
+            block = _Block(size.nbytes, device)
+            self.in_use[device] += size.nbytes
+            if self.peak[device] is not None and self.in_use[device] > self.peak[device]:  # type: ignore[operator]
+                self.peak[device] = self.in_use[device]
+        sym = self.sym_in_use.get(device)
+        if sym is not None and self.peak[device] is not None and P.const_value(sym) != 0:
+            peak = self.sym_peak.get(device) or ByteMax()
+            self.sym_peak[device] = peak.include(P.add(sym, self.in_use[device]))
         return block
 
     def _release(self, obj: _Obj) -> None:
@@ -204,6 +231,8 @@ class _Machine:
             block.refs -= 1
             if block.refs == 0:
                 self.in_use[block.device] -= block.nbytes
+                if block.expr is not None and block.device in self.sym_in_use:
+                    self.sym_in_use[block.device] = P.sub(self.sym_in_use[block.device], block.expr)
 
     def _incref(self, obj: _Obj) -> None:
         obj.refs += 1
@@ -366,7 +395,7 @@ class _Machine:
                     else SizeBound(None, False)
                 )
                 block = self._alloc(_const_int(a[1]), nbytes)
-                self._new_reg(frame, _Owner(block, block.nbytes), var)
+                self._new_reg(frame, _Owner(block, block.nbytes, block.expr), var)
                 return
             if effects.result is Result.CARVED:
                 storage = self._arg(frame, a[0])
@@ -376,13 +405,13 @@ class _Machine:
             if name == "builtin.alloc_tensor":
                 nbytes = _tensor_size(a[0], a[1], bounds)
                 block = self._alloc(_const_int(a[2]), nbytes)
-                self._new_reg(frame, _Owner(block, block.nbytes), var)
+                self._new_reg(frame, _Owner(block, block.nbytes, block.expr), var)
                 return
             if name == "to_vdevice":
                 src = self._arg(frame, a[0])
-                nbytes = src.nbytes if isinstance(src, _Owner) else 0
-                block = self._alloc(sinfo_device_index(self.mod, call.struct_info), SizeBound(nbytes, True))
-                self._new_reg(frame, _Owner(block, nbytes), var)
+                size = src.size if isinstance(src, _Owner) else SizeBound(0, True)
+                block = self._alloc(sinfo_device_index(self.mod, call.struct_info), size)
+                self._new_reg(frame, _Owner(block, block.nbytes, block.expr), var)
                 return
             if effects.result is Result.ARGUMENT and effects.source < len(a):
                 self._new_reg(frame, self._arg(frame, a[effects.source]), var)
@@ -398,16 +427,16 @@ class _Machine:
                 return
             if effects.result is Result.VIEW:
                 src = args[effects.source] if effects.source < len(args) else OPAQUE
-                view = _Owner(src.block, src.nbytes) if isinstance(src, _Owner) and not src.released else OPAQUE
+                view = _Owner(src.block, src.nbytes, src.expr) if isinstance(src, _Owner) and not src.released else OPAQUE
                 self._new_reg(frame, src if isinstance(src, _Maybe) else view, var)
                 return
             if sym == COPY_BUILTIN:
                 dst = args[2] if len(args) > 2 else OPAQUE
                 if dst is OPAQUE and a and len(a) > 1:
                     src = args[0]
-                    nbytes = src.nbytes if isinstance(src, _Owner) else 0
-                    block = self._alloc(_const_int(a[1]), SizeBound(nbytes, True))
-                    dst = _Owner(block, nbytes)
+                    size = src.size if isinstance(src, _Owner) else SizeBound(0, True)
+                    block = self._alloc(_const_int(a[1]), size)
+                    dst = _Owner(block, block.nbytes, block.expr)
                 self._new_reg(frame, dst, var)
                 return
             if effects.result is Result.OPAQUE:
@@ -492,6 +521,7 @@ def predict_peak(mod: IRModule, name: str, derive_kills: bool = False) -> PeakPr
     (what KillAfterLastUse would insert) and each ``builtin.alloc_tensor`` its
     own block (what LowerAllocTensor gives it)."""
     out = PeakPrediction()
+    worst: dict[int, ByteMax | None] = {}  # per device, the peak over the paths so far
     choices: list[bool] = []
     func = mod[name]
     facts: dict = {}
@@ -506,9 +536,19 @@ def predict_peak(mod: IRModule, name: str, derive_kills: bool = False) -> PeakPr
             return out
         out.paths += 1
         for dev, peak in machine.peak.items():
-            old = out.peak.get(dev, 0)
-            out.peak[dev] = None if peak is None or old is None else max(old, peak)
-            out.exact[dev] = out.exact.get(dev, True) and machine.exact[dev]
+            sym = machine.sym_peak.get(dev)
+            this: ByteMax | None = None if peak is None else (sym.include(peak) if sym is not None else ByteMax([peak]))
+            if dev in worst and (worst[dev] is None or this is None):
+                worst[dev] = None
+            else:
+                worst[dev] = this if dev not in worst else worst[dev].include(this)  # type: ignore[union-attr]
+            out.exact[dev] = out.exact.get(dev, True) and machine.exact[dev] and not (this is not None and this.merged)
+            value = worst[dev]
+            out.peak[dev] = None if value is None else value.constant
+            if value is not None and value.constant is None:
+                out.symbolic[dev] = value
+            else:
+                out.symbolic.pop(dev, None)
         taken = machine.taken
         while taken and not taken[-1]:
             taken.pop()

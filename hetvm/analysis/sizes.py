@@ -16,7 +16,14 @@ from ..ir import expr as E
 from ..ir import prim as P
 from ..ir import struct_info as S
 
-__all__ = ["SizeBound", "declared_lower_bounds", "declared_upper_bounds", "tensor_nbytes", "shape_nbytes"]
+__all__ = [
+    "SizeBound",
+    "declared_lower_bounds",
+    "declared_upper_bounds",
+    "shape_nbytes",
+    "symbolic_nbytes",
+    "tensor_nbytes",
+]
 
 UPPER_BOUND_ATTR = "tir_var_upper_bound"
 LOWER_BOUND_ATTR = "tir_var_lower_bound"
@@ -24,10 +31,13 @@ LOWER_BOUND_ATTR = "tir_var_lower_bound"
 
 @dataclass(frozen=True)
 class SizeBound:
-    """``nbytes`` is the exact size when ``exact``, else an upper bound; None if unbounded."""
+    """``nbytes`` is the exact size when ``exact``, else an upper bound; None if
+    unbounded, and then ``expr`` is the exact size as an expression (when the
+    shape is known)."""
 
     nbytes: int | None
     exact: bool
+    expr: P.PrimExpr | None = None
 
 
 def declared_upper_bounds(func: E.Function, where: str = "") -> dict[str, int]:
@@ -78,9 +88,16 @@ def shape_nbytes(shape: tuple[P.PrimExpr, ...], dtype: str, bounds: Mapping[str,
             exact = False
         hi = _dim_bound(dim, bounds)
         if hi is None:
-            return SizeBound(None, False)
+            return SizeBound(None, False, _product(shape, dtype))
         total *= hi
     return SizeBound(total, exact)
+
+
+def _product(shape: tuple[P.PrimExpr, ...], dtype: str) -> P.PrimExpr:
+    total: P.PrimExpr = P.IntImm(S.dtype_nbytes(dtype))
+    for dim in shape:
+        total = P.mul(total, dim)
+    return P.simplify(total)
 
 
 def tensor_nbytes(alloc: E.Call, bounds: Mapping[str, int]) -> SizeBound:
@@ -89,3 +106,12 @@ def tensor_nbytes(alloc: E.Call, bounds: Mapping[str, int]) -> SizeBound:
     if not isinstance(shape_expr, E.ShapeExpr) or not isinstance(dtype_imm, E.DataTypeImm):
         return SizeBound(None, False)
     return shape_nbytes(shape_expr.values, dtype_imm.value, bounds)
+
+
+def symbolic_nbytes(alloc: E.Call) -> P.PrimExpr | None:
+    """Exact bytes of a ``builtin.alloc_tensor(shape, dtype, dev)`` call as an
+    expression in its shape variables (None when the shape is not spelled out)."""
+    shape_expr, dtype_imm = alloc.args[0], alloc.args[1]
+    if not isinstance(shape_expr, E.ShapeExpr) or not isinstance(dtype_imm, E.DataTypeImm):
+        return None
+    return _product(shape_expr.values, dtype_imm.value)

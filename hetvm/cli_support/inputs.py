@@ -63,12 +63,12 @@ def parse_shapes(items: Sequence[str] | None) -> dict[str, list[Any]]:
     return out
 
 
-def parse_dims(items: Sequence[str] | None) -> dict[str, int]:
+def parse_dims(items: Sequence[str] | None, flag: str = "--dim") -> dict[str, int]:
     """``--dim batch=4 --dim sequence=128``: values for the model's symbolic dims."""
     out: dict[str, int] = {}
-    for name, text in parse_assignments(items, "--dim").items():
+    for name, text in parse_assignments(items, flag).items():
         if not text.isdigit():
-            raise InputError(f"--dim {name}={text}: expected a non-negative integer")
+            raise InputError(f"{flag} {name}={text}: expected a non-negative integer")
         out[name] = int(text)
     return out
 

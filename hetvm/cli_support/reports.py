@@ -115,8 +115,9 @@ def copies_table(report: Any, names: Mapping[str, Any] | None = None) -> Table:
     return t
 
 
-def plan_of(exe: Any, lowered: Any = None) -> dict[str, dict[str, Any]]:
-    """Per device name (``cpu:0``): the memory planner's figures for ``main``.
+def plan_of(exe: Any, lowered: Any = None, dims: Mapping[str, int] | None = None) -> dict[str, dict[str, Any]]:
+    """Per device name (``cpu:0``): the memory planner's figures for ``main``
+    (those that are formulas in symbolic dims evaluated at ``dims``).
 
     Reads ``exe.memory_plan()`` (function -> executable device index -> figures)
     and names each index after the executable's device list; empty when the
@@ -125,7 +126,7 @@ def plan_of(exe: Any, lowered: Any = None) -> dict[str, dict[str, Any]]:
     plan: Any = None
     if hasattr(exe, "memory_plan"):
         try:
-            plan = exe.memory_plan()
+            plan = exe.memory_plan(dims=dims) if dims else exe.memory_plan()
         except Exception:  # noqa: BLE001 - a missing plan only empties a report column
             plan = None
     if not isinstance(plan, Mapping):

@@ -163,6 +163,7 @@ def from_onnx(
     opset: int | None = None,
     keep_params_in_input: bool = False,
     unroll_recurrent: bool = False,
+    dim_bounds: Mapping[str, int] | None = None,
 ) -> IRModule:
     """Imports an ONNX model as an IRModule with one function, ``main``.
 
@@ -173,7 +174,24 @@ def from_onnx(
     parameters instead of constants (values in ``mod.attrs["params"]``).
     ``unroll_recurrent``: RNN/GRU/LSTM become their steps in plain ops (a static
     sequence length) instead of one ``nn.recurrent_scan`` call per direction.
+    ``dim_bounds``: symbolic dim name -> largest value (``{"batch": 32}``):
+    the memory plan is sized for it, and the VM refuses larger; without it a
+    dim's tensors are planned with expressions in it.
     """
+    mod = _import(model, shape_dict, opset, keep_params_in_input, unroll_recurrent)
+    if dim_bounds:
+        from ..transform.declare_dim_bounds import declare_dim_bounds
+
+        try:
+            mod = declare_dim_bounds(mod, dim_bounds)
+        except HetvmError as err:
+            raise FrontendError(f"from_onnx: {err}") from None
+    return mod
+
+
+def _import(
+    model: Any, shape_dict: Any, opset: int | None, keep_params_in_input: bool, unroll_recurrent: bool
+) -> IRModule:
     proto, label = load_model(model)
     version = _default_opset(proto, opset)
     missing = _unsupported_where(proto, opset)

@@ -183,8 +183,18 @@ def _atom_key(atom: PrimExpr) -> tuple:
     """A deterministic order for atoms so canonical forms print stably."""
     if isinstance(atom, PrimVar):
         return (0, atom.name, _var_order(atom))
+    hit = _atom_keys.get(id(atom))
+    if hit is not None and hit[0] is atom:
+        return hit[1]
     # same-named variables print alike; their creation order breaks the tie
-    return (1, type(atom).__name__, repr(atom), tuple(_var_order(v) for v in free_vars(atom)))
+    key = (1, type(atom).__name__, repr(atom), tuple(_var_order(v) for v in free_vars(atom)))
+    if len(_atom_keys) > 50_000:
+        _atom_keys.clear()
+    _atom_keys[id(atom)] = (atom, key)  # holds the atom: its id cannot be reused
+    return key
+
+
+_atom_keys: dict[int, tuple[PrimExpr, tuple]] = {}  # id -> (atom, key): repr of a nested atom is costly
 
 
 def _var_order(var: PrimVar) -> int:

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -330,13 +330,19 @@ def debug_label(info: dict | None) -> str:
 # --------------------------------------------------------------------------
 
 
-def memory_plan_of(metadata: dict) -> dict:
+def memory_plan_of(metadata: dict, dims: Mapping[str, int] | None = None) -> dict:
     """The memory plan a build recorded in its metadata (VM executable or graph
-    module alike): function -> device index -> the planner's figures."""
+    module alike): function -> device index -> the planner's figures; with
+    ``dims`` (name -> value), the figures that depend on them evaluated there."""
     report = metadata.get("memory_plan_report")
     if not isinstance(report, dict):
         raise HetvmRuntimeError("this build carries no memory plan (built with plan_memory=False?)")
-    return {fn: {int(d): dict(v) for d, v in devs.items()} for fn, devs in report.items()}
+    plan = {fn: {int(d): dict(v) for d, v in devs.items()} for fn, devs in report.items()}
+    if dims is None:
+        return plan
+    from .plan_queries import plan_at
+
+    return plan_at(plan, dims)
 
 
 @dataclass
@@ -351,11 +357,27 @@ class Executable:
     def __getitem__(self, name: str) -> VMFunction:
         return self.functions[name]
 
-    def memory_plan(self) -> dict:
+    def memory_plan(self, dims: Mapping[str, int] | None = None) -> dict:
         """The build's memory plan: per function, per device index, ``planned_bytes``,
         ``lower_bound_bytes``, ``no_reuse_bytes``, ``outputs_in_plan`` and
-        ``predicted_peak_bytes`` (what ``VirtualMachine.memory_report()`` should show)."""
-        return memory_plan_of(self.metadata)
+        ``predicted_peak_bytes`` (what ``VirtualMachine.memory_report()`` should show).
+
+        Figures that depend on shape variables without bounds are None, with
+        ``formulas`` (text), ``free_dims`` and ``<figure>_expr``; ``dims``
+        (e.g. ``{"batch": 4}``) evaluates them at those sizes."""
+        return memory_plan_of(self.metadata, dims)
+
+    def largest_dims_that_fit(
+        self, capacity: int | str | Mapping[int, int], dims: Mapping[str, int] | None = None,
+        function: str = "main", weights: bool = True,
+    ) -> dict:
+        """For each free dim (not given in ``dims``): per device index, the largest
+        value whose predicted peak plus inputs plus weights fits ``capacity``
+        (bytes, "16GiB", or per device index); see ``plan_queries.largest_fitting``."""
+        from .plan_queries import largest_fitting, parse_bytes
+
+        cap = parse_bytes(capacity) if isinstance(capacity, str) else capacity
+        return largest_fitting(self, cap, dims, function, weights)
 
     def validate(self) -> Executable:
         """Checks every structural rule; raises BytecodeError naming the place."""

@@ -58,10 +58,10 @@ class GraphModule:
         """The graph's devices in vdevice order (``{"kind", "index", "memory_scope"}``)."""
         return list(self.graph.get("devices", []))
 
-    def memory_plan(self) -> dict:
+    def memory_plan(self, dims: dict | None = None) -> dict:
         """The build's memory plan, as ``Executable.memory_plan``: per function and
         device index, the planner's figures (the graph's storages realise it)."""
-        return memory_plan_of(self.graph.get("metadata", {}))
+        return memory_plan_of(self.graph.get("metadata", {}), dims)
 
     def export(self, path: str | os.PathLike) -> None:
         """One file: JSON graph + library and an ``.npz`` of params, no pickle."""

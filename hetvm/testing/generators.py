@@ -44,6 +44,8 @@ class GenConfig:
     max_ops: int = 8
     dtypes: tuple[str, ...] = ("float32", "float16", "int32", "int64", "bool")
     symbolic: bool = True
+    #: how often a symbolic var of main gets a declared upper bound (else it is planned symbolically)
+    bound_probability: float = 0.8
     tuples: bool = True
     control_flow: bool = True
     match_cast: bool = True
@@ -135,7 +137,8 @@ class _ModuleGen(_Drawer):
             for name in ("n", "m")[: self.draw_int(0, 2)]:
                 bound = self.draw_int(1, 6)
                 value = self.draw_int(1, bound)
-                self.sym[P.PrimVar(name)] = (bound if self.draw_bool(0.8) else None, value)
+                bounded = self.draw_bool(config.bound_probability)
+                self.sym[P.PrimVar(name)] = (bound if bounded else None, value)
 
     def build(self) -> GeneratedProgram:
         if self.config.calls:

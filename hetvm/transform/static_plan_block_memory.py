@@ -29,7 +29,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis.sizes import declared_lower_bounds, declared_upper_bounds, tensor_nbytes
+from ..analysis.free_vars import definable_symbolic_vars
+from ..analysis.sizes import (
+    declared_lower_bounds,
+    declared_upper_bounds,
+    symbolic_nbytes,
+    tensor_nbytes,
+)
+from ..analysis.symbolic_bytes import ByteMax, format_bytes_expr, is_nonnegative
 from ..errors import MemoryPlanError
 from ..ir import expr as E
 from ..ir import prim as P
@@ -37,6 +44,7 @@ from ..ir.module import IRModule
 from .lower_alloc_tensor import alloc_storage_call, alloc_tensor_from_storage
 from .memory_planning.lifetimes import analyze_lifetimes
 from .memory_planning.packing import DEFAULT_ALIGNMENT, Buffer, max_live_bytes, pack
+from .memory_planning.symbolic_packing import SymbolicBuffer, max_live_symbolic, pack_symbolic
 from .pass_infra import Pass, PassContext
 
 __all__ = ["StaticPlanBlockMemory", "PLAN_ATTR", "plan_function", "lower_bounds"]
@@ -81,6 +89,11 @@ class _Site:
     scope: str
     nbytes: int | None
     exact: bool
+    expr: P.PrimExpr | None = None  # the exact size where it depends on unbounded variables
+
+    @property
+    def size(self) -> P.PrimExpr:
+        return self.expr if self.expr is not None else P.IntImm(self.nbytes or 0)
 
 
 def _site(var: E.Var, call: E.Call, mod: IRModule, fname: str) -> tuple[int, str]:
@@ -132,7 +145,7 @@ def _unique(hint: str, used: set[str]) -> str:
     return name
 
 
-def _rewrite_seq(seq: E.SeqExpr, planned: dict[E.Var, tuple[E.Var, int]]) -> E.SeqExpr:
+def _rewrite_seq(seq: E.SeqExpr, planned: dict[E.Var, tuple[E.Var, P.IntLike]]) -> E.SeqExpr:
     changed = False
     blocks = []
     for block in seq.blocks:
@@ -162,12 +175,44 @@ def _rewrite_seq(seq: E.SeqExpr, planned: dict[E.Var, tuple[E.Var, int]]) -> E.S
     return E.SeqExpr(tuple(blocks), seq.body, struct_info=seq.struct_info, span=seq.span)
 
 
+def _entry_vars(func: E.Function) -> set[P.PrimVar]:
+    """Shape variables the parameters define: bound before the body runs, so
+    an arena sized by them can be allocated at the top."""
+    return {v for p in func.params for v in definable_symbolic_vars(p.struct_info)}
+
+
+def _symbolic_size(call: E.Call, entry: set[P.PrimVar]) -> tuple[P.PrimExpr | None, str]:
+    """The exact size of an allocation with unbounded variables, or why it
+    cannot be planned."""
+    expr = symbolic_nbytes(call)
+    if expr is None:
+        return None, "shape not known when the function starts"
+    late = [v.name for v in P.free_vars(expr) if v not in entry]
+    if late:
+        return None, (
+            f"shape uses {', '.join(late)}, bound inside the function (not by a parameter), "
+            "so the arena cannot be sized at the call's start"
+        )
+    if not is_nonnegative(expr):
+        return None, f"size {format_bytes_expr(expr)} is not provably >= 0"
+    return expr, ""
+
+
+def _undeclared(call: E.Call, bounds: dict[str, int]) -> bool:
+    """The allocation's shape uses a variable without a declared upper bound."""
+    shape = call.args[0]
+    return isinstance(shape, E.ShapeExpr) and any(
+        v.name not in bounds for d in shape.values for v in P.free_vars(d)
+    )
+
+
 def _collect_sites(name: str, func: E.Function, mod: IRModule, plan_outputs: bool):
     """The function's lifetimes, its plannable allocations grouped by (device,
     scope), the allocations left out (with why), and each device's scope."""
     bounds = declared_upper_bounds(func, name)
     declared_lower_bounds(func, name)  # validated only: sizes are planned from upper bounds
     life = analyze_lifetimes(func, is_unplanned_alloc, mod, name)
+    entry = _entry_vars(func)
     unplanned: list[dict[str, Any]] = []
     groups: dict[tuple[int, str], list[_Site]] = {}
     devices: dict[int, str] = {}
@@ -180,12 +225,20 @@ def _collect_sites(name: str, func: E.Function, mod: IRModule, plan_outputs: boo
         reason = None
         if var in life.escaping and not plan_outputs:
             reason = "returned"
-        elif size.nbytes is None:
-            reason = "unbounded shape"
+        elif size.nbytes is None or _undeclared(call, bounds):
+            # exact where a variable has no declared bound (min(seq, 64) x 128 too:
+            # sizing it at its bound would waste bytes at every smaller seq)
+            expr, why = _symbolic_size(call, entry)
+            if expr is not None:
+                site.nbytes, site.exact, site.expr = None, True, expr
+            elif size.nbytes is None:
+                reason = why  # else: planned at its bound, as it was
         if reason is not None:
-            unplanned.append(
-                {"name": var.name_hint, "device": dev, "reason": reason, "nbytes": size.nbytes}
-            )
+            entry_facts: dict[str, Any] = {"name": var.name_hint, "device": dev, "reason": reason, "nbytes": size.nbytes}
+            expr = symbolic_nbytes(call) if size.nbytes is None else None
+            if expr is not None:
+                entry_facts["nbytes_formula"] = format_bytes_expr(expr)
+            unplanned.append(entry_facts)
             continue
         groups.setdefault((dev, scope), []).append(site)
     return life, groups, unplanned, devices
@@ -207,7 +260,50 @@ def lower_bounds(name: str, func: E.Function, mod: IRModule) -> dict[tuple[int, 
     the least any packing of ``func`` can need. For passes that change lifetimes
     (ConcatInPlace) and must not raise it."""
     life, groups, _, _ = _collect_sites(name, func, mod, False)
-    return {key: max_live_bytes(_buffers(life, members)) for key, members in groups.items()}
+    return {
+        key: max_live_bytes(_buffers(life, [m for m in members if m.expr is None]))
+        for key, members in groups.items()
+    }
+
+
+def _symbolic_buffers(life: Any, members: list[_Site]) -> list[SymbolicBuffer]:
+    return [SymbolicBuffer(b.key, members[i].size, b.intervals, b.path) for i, b in enumerate(_buffers_of(life, members))]
+
+
+def _buffers_of(life: Any, members: list[_Site]) -> list[Buffer]:
+    """``_buffers`` without sizes (the symbolic planner brings its own)."""
+    zeroed = [_Site(m.var, m.call, m.device, m.scope, 0, m.exact) for m in members]
+    return _buffers(life, zeroed)
+
+
+def _pack_group(life: Any, members: list[_Site], alignment: int, bounds: dict[str, int]):
+    """Offsets (ints, or expressions where a size is symbolic), the arena's
+    size, the lower bound, the no-reuse bytes (ByteMax / expressions) and the
+    strategy."""
+    if all(m.expr is None for m in members):
+        buffers = _buffers(life, members)
+        result = pack(buffers, alignment)
+        offsets: dict[int, P.IntLike] = dict(result.offsets)
+        total, lower = ByteMax([result.total]), ByteMax([max_live_bytes(buffers)], cap=None)
+        return offsets, total, lower, P.IntImm(sum(b.size for b in buffers)), result.strategy
+    sym = _symbolic_buffers(life, members)
+    result = pack_symbolic(sym, alignment, bounds)
+    no_reuse: P.PrimExpr = P.IntImm(0)
+    for b in sym:
+        no_reuse = P.add(no_reuse, b.size)
+    return dict(result.offsets), result.total, max_live_symbolic(sym), no_reuse, result.strategy
+
+
+def _figure(facts: dict[str, Any], key: str, value: ByteMax) -> None:
+    """``facts[key]`` as an int when it is one; else None, with the expression
+    (``key_expr``: serialised candidates of a maximum) and its formula."""
+    const = value.constant
+    if const is not None:
+        facts[key] = const
+        return
+    facts[key] = None
+    facts[f"{key}_expr"] = value.serialize()
+    facts.setdefault("formulas", {})[key] = value.formula()
 
 
 def plan_function(
@@ -220,50 +316,51 @@ def plan_function(
 ) -> tuple[E.Function, dict[str, Any]]:
     """The planned function and its plan facts (JSON-able)."""
     life, groups, unplanned, devices = _collect_sites(name, func, mod, plan_outputs)
+    bounds = declared_upper_bounds(func, name)
     used_names = _names_in(func)
     arena_bindings: list[E.Binding] = []
-    placement: dict[E.Var, tuple[E.Var, int]] = {}
+    placement: dict[E.Var, tuple[E.Var, P.IntLike]] = {}
+    sums: dict[str, dict[str, Any]] = {
+        str(d): {"planned_bytes": ByteMax(), "lower_bound_bytes": ByteMax(cap=None), "no_reuse_bytes": ByteMax(cap=None)}
+        for d in devices
+    }
     device_facts: dict[str, dict[str, Any]] = {
-        str(d): {
-            "memory_scope": s,
-            "planned_bytes": 0,
-            "lower_bound_bytes": 0,
-            "no_reuse_bytes": 0,
-            "num_planned": 0,
-            "arenas": [],
-        }
-        for d, s in sorted(devices.items())
+        str(d): {"memory_scope": s, "num_planned": 0, "arenas": []} for d, s in sorted(devices.items())
     }
     tensor_facts: list[dict[str, Any]] = []
     for (dev, scope), members in sorted(groups.items()):
-        buffers = _buffers(life, members)
-        result = pack(buffers, alignment)
+        offsets, total, lower, no_reuse, strategy = _pack_group(life, members, alignment, bounds)
         hint = "arena" if len(groups) == 1 else f"arena_d{dev}" + ("" if scope == "global" else f"_{scope}")
         arena = E.Var(_unique(hint, used_names), struct_info=_OBJECT)
         arena_bindings.append(
-            E.VarBinding(arena, alloc_storage_call(result.total, E.PrimValue(dev), scope, "uint8"))
+            E.VarBinding(arena, alloc_storage_call(total.to_prim(), E.PrimValue(dev), scope, "uint8"))
         )
         for i, site in enumerate(members):
-            placement[site.var] = (arena, result.offsets[i])
-            tensor_facts.append(
-                {
-                    "name": site.var.name_hint,
-                    "device": dev,
-                    "offset": result.offsets[i],
-                    "nbytes": site.nbytes,
-                    "exact": site.exact,
-                }
-            )
-        lower = max_live_bytes(buffers)
+            offset = offsets[i]
+            placement[site.var] = (arena, offset)
+            entry: dict[str, Any] = {"name": site.var.name_hint, "device": dev}
+            const_offset = P.const_value(offset)
+            entry["offset"] = const_offset
+            entry["nbytes"] = site.nbytes if site.expr is None else None
+            entry["exact"] = site.exact or site.expr is not None
+            if const_offset is None:
+                entry["offset_formula"] = P.to_str(offset)  # type: ignore[arg-type]
+            if site.expr is not None:
+                entry["nbytes_formula"] = format_bytes_expr(site.expr)
+            tensor_facts.append(entry)
+        acc = sums[str(dev)]
+        acc["planned_bytes"] = acc["planned_bytes"].plus(total)
+        acc["lower_bound_bytes"] = acc["lower_bound_bytes"].plus(lower)
+        acc["no_reuse_bytes"] = acc["no_reuse_bytes"].plus(no_reuse)
         facts = device_facts[str(dev)]
-        facts["planned_bytes"] += result.total
-        facts["lower_bound_bytes"] += lower
-        facts["no_reuse_bytes"] += sum(b.size for b in buffers)
         facts["num_planned"] += len(members)
-        facts["arenas"].append(
-            {"var": arena.name_hint, "memory_scope": scope, "nbytes": result.total,
-             "lower_bound_bytes": lower, "strategy": result.strategy}
-        )
+        arena_facts: dict[str, Any] = {"var": arena.name_hint, "memory_scope": scope, "strategy": strategy}
+        _figure(arena_facts, "nbytes", total)
+        _figure(arena_facts, "lower_bound_bytes", lower)
+        facts["arenas"].append(arena_facts)
+    for dev, facts in device_facts.items():
+        for key, value in sums[dev].items():
+            _figure(facts, key, value)
     fn_facts = {
         "outputs_in_plan": plan_outputs,
         "alignment": alignment,

@@ -159,9 +159,10 @@ def test_measured_peak_equals_prediction(prog):
     """Equal without control flow; with an If the prediction covers the worse
     branch, so the measured peak is at most the prediction."""
     exe = H.build(prog)
-    plan = exe.memory_plan().get("main")
-    if plan is None:
+    if exe.memory_plan().get("main") is None:
         pytest.skip("no memory plan for main")
+    # figures that are expressions in unbounded dims, evaluated at this call's sizes
+    plan = exe.memory_plan(dims=prog.sym_values)["main"]
     vm = H.make_vm(prog, exe)
     exact = not _has_if(prog.mod)
     out = vm["main"](*H.placed_inputs(prog, vm))  # parameters come from outside

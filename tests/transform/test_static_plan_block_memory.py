@@ -362,7 +362,9 @@ def test_bounded_symbolic_shape_uses_upper_bound():
     assert carved.value.args[2].values[0] is n
 
 
-def test_unbounded_symbolic_shape_left_unplanned():
+def test_unbounded_symbolic_shape_is_planned_with_expressions():
+    # sizes 16 x n (a, b) and 64 (s), all three live together at b's kernel:
+    # offsets are expressions, valid for every n (see test_symbolic_memory_plan.py)
     n = P.PrimVar("n")
     x = Var("x", struct_info=TensorStructInfo((n, 4), F32))
     lb = Lowered()
@@ -371,10 +373,15 @@ def test_unbounded_symbolic_shape_left_unplanned():
     b = lb.op("b", "add", [a, s], (n, 4))
     c = lb.op("c", "relu", [b], (n, 4))
     mod = StaticPlanBlockMemory()(module([x], lb.seq(c)))
-    assert set(placement(mod)) == {"s"}
-    assert unplanned(mod) == {"a", "b", "c"}
+    assert set(placement(mod)) == {"a", "s", "b"}
+    assert unplanned(mod) == {"c"}
     reasons = {u["name"]: u["reason"] for u in facts(mod)["unplanned"]}
-    assert reasons == {"a": "unbounded shape", "b": "unbounded shape", "c": "returned"}
+    assert reasons == {"c": "returned"}
+    dev = facts(mod)["devices"]["0"]
+    assert dev["planned_bytes"] is None and dev["formulas"]["lower_bound_bytes"] == "32 x n + 64"
+    assert check_no_overlap(mod) == {"main": 3}  # proven for every n
+    for value in (1, 3, 4, 5, 100):
+        assert check_no_overlap(mod, {"n": value}) == {"main": 3}
 
 
 def test_bad_upper_bound_is_an_error():
