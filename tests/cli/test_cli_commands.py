@@ -217,3 +217,35 @@ def test_missing_kernel_names_a_hetvm_op_and_repeat_is_positive(capsys, demo_onn
         main(["run", demo_onnx, "--repeat", "0"])
     assert info.value.code == 2
     assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_plan_prints_formulas_for_symbolic_dims_and_who_is_outside(capsys, bert_onnx):
+    code, out, err = run_cli(capsys, "plan", bert_onnx, "--dim", "batch=2", "--dim", "sequence=8", "--plain")
+    assert code == 0, err
+    assert "plan:     cpu:0 (bytes, in batch, sequence): planned " in out
+    assert "lower bound max(" in out and "x batch x sequence" in out
+    assert "outside:  cpu:0: 1 tensor not in the plan (returned)" in out
+
+
+def test_plan_fit_answers_the_largest_dim_per_device(capsys, bert_onnx):
+    code, out, err = run_cli(capsys, "plan", bert_onnx, "--fit", "1MiB", "--dim", "sequence=64", "--plain")
+    assert code == 0, err
+    assert "Largest dims that fit 1.00 MiB (sequence=64)" in out
+    row = next(line for line in out.splitlines() if line.startswith("batch"))
+    largest = int(row.split()[2].replace(",", ""))
+    import hetvm
+    from hetvm.frontend import from_onnx
+    from hetvm.runtime.plan_queries import need_at
+
+    exe = hetvm.build(from_onnx(bert_onnx), target="llvm")
+    assert need_at(exe, {"batch": largest, "sequence": 64})[0] <= 1 << 20
+    assert need_at(exe, {"batch": largest + 1, "sequence": 64})[0] > 1 << 20
+
+
+def test_bound_makes_the_plan_static_and_a_bad_bound_is_an_error(capsys, bert_onnx):
+    code, out, err = run_cli(capsys, "plan", bert_onnx, "--bound", "batch=4", "--bound", "sequence=16",
+                             "--dim", "batch=2", "--dim", "sequence=8", "--plain")  # fmt: skip
+    assert code == 0, err
+    assert "plan:     cpu:0" not in out  # no formulas: sized for the bounds
+    code, out, err = run_cli(capsys, "plan", bert_onnx, "--bound", "seq=4", "--plain")
+    assert code != 0 and "has no symbolic dim 'seq'; its dims are batch, sequence" in err
