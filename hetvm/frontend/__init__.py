@@ -21,9 +21,12 @@ def from_onnx(
     opset: int | None = None,
     keep_params_in_input: bool = False,
     unroll_recurrent: bool = False,
+    dim_bounds: dict[str, int] | None = None,
 ) -> IRModule:
-    """Imports an ONNX model (a ``ModelProto`` or a path); see :mod:`.onnx_importer`."""
+    """Imports an ONNX model (a ``ModelProto`` or a path); see :mod:`.onnx_importer`.
+    ``dim_bounds`` (``{"batch": 32}``): upper bounds of symbolic dims, for which
+    the memory plan is sized (without one a dim is planned with formulas)."""
     from .onnx_importer import from_onnx as _impl
 
     return _impl(model, shape_dict=shape_dict, opset=opset, keep_params_in_input=keep_params_in_input,
-                 unroll_recurrent=unroll_recurrent)
+                 unroll_recurrent=unroll_recurrent, dim_bounds=dim_bounds)  # fmt: skip
