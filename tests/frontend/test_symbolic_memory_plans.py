@@ -19,8 +19,10 @@ onnx = pytest.importorskip("onnx")
 
 import hetvm  # noqa: E402
 from hetvm.frontend import from_onnx  # noqa: E402
+from hetvm.testing.exported_corpus import CORPUS_DIR as CORPUS  # noqa: E402
+from hetvm.testing.exported_corpus import draw_inputs, load_manifest  # noqa: E402
 
-from .test_exported_models import CORPUS, MANIFEST, draw_inputs  # noqa: E402
+MANIFEST = load_manifest()
 
 
 def _measured_peak(exe, feeds) -> int:
