@@ -72,7 +72,7 @@ def test_batch_and_sequence_transformer_plan_matches_static_builds():
             "attention_mask": np.ones(shape, np.int64),
         }
 
-    _check(bert_like_model(), None, [{"batch": 1, "sequence": 16}, {"batch": 4, "sequence": 32}], feeds)
+    _check(bert_like_model(), None, [{"batch": 2, "sequence": 64}, {"batch": 4, "sequence": 128}], feeds)
 
 
 @pytest.mark.slow
