@@ -45,6 +45,10 @@ class FunctionScope:
         self.left_dataflow: set[str] = set()
         self.taken: set[str] = set()  # every name the source uses (for fresh names)
         self.local_functions: dict = {}  # name -> _local_functions.LocalFunction
+        # integer R.Prim variables read as shape expressions: (var, frame id) -> PrimVar,
+        # and the match_casts binding them that the next binding must be preceded by
+        self.prim_values: dict = {}
+        self.pending: list = []
         self._fresh_counts: dict[str, int] = {}
 
     def lookup(self, name: str) -> E.Var | None:

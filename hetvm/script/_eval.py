@@ -175,6 +175,8 @@ class Evaluator(OpCallMixin, FormsMixin):
 
     def _eval_UnaryOp(self, node: ast.UnaryOp) -> Any:
         value = self.eval(node.operand)
+        if isinstance(node.op, ast.USub) and _is_int_prim_var(value):
+            value = self.prim_of_var(value)
         if isinstance(node.op, ast.USub) and isinstance(value, E.Expr):
             return self._relax_operator(node, "negative", value)
         numeric = isinstance(value, (int, float, P.PrimExpr)) and not isinstance(value, bool)
@@ -185,13 +187,13 @@ class Evaluator(OpCallMixin, FormsMixin):
         raise self.err(node, f"unsupported unary operator on {describe(value)}")
 
     def _eval_BinOp(self, node: ast.BinOp) -> Any:
-        a, b = self.eval(node.left), self.eval(node.right)
+        a, b = self._prim_operands(self.eval(node.left), self.eval(node.right))
         return self._arith(node, a, b)
 
     def _eval_Compare(self, node: ast.Compare) -> Any:
         if len(node.ops) != 1:
             raise self.err(node, "chained comparisons are not supported")
-        a, b = self.eval(node.left), self.eval(node.comparators[0])
+        a, b = self._prim_operands(self.eval(node.left), self.eval(node.comparators[0]))
         symbol = _PRIM_COMPARE.get(type(node.ops[0]))
         if _is_integer_expr(a) and _is_integer_expr(b) and symbol is not None:
             # a comparison of shape expressions is a bool prim value (TVM's tir.EQ ...):
@@ -209,6 +211,40 @@ class Evaluator(OpCallMixin, FormsMixin):
                 "between shape expressions (N % 16 == 0)",
             )
         return self._relax_operator(node, name, a, b)
+
+    def _prim_operands(self, a: Any, b: Any) -> tuple[Any, Any]:
+        """Integer ``R.Prim`` variables in arithmetic with integers or shape
+        expressions stand for their values (TVM's parser: ``n + 1`` for
+        ``n: R.Prim("int64")`` is a prim expression)."""
+        if not any(_is_int_prim_var(v) for v in (a, b)):
+            return a, b
+        if not all(_is_int_prim_var(v) or _is_integer_expr(v) for v in (a, b)):
+            return a, b  # a tensor operand: the Relax operator (R.add(x, n) ...)
+        return tuple(self.prim_of_var(v) if _is_int_prim_var(v) else v for v in (a, b))  # type: ignore[return-value]
+
+    def prim_of_var(self, var: E.Var) -> P.PrimExpr:
+        """The value of an integer ``R.Prim`` variable as a shape expression: the one
+        its struct info knows, else a fresh shape variable bound to it by a
+        ``R.match_cast(var, R.Prim(value=k))`` the statement parser emits before the
+        binding being read (one per variable and scope)."""
+        sinfo = var.struct_info
+        assert isinstance(sinfo, S.PrimStructInfo)
+        if sinfo.value is not None:
+            return sinfo.value
+        key = (var, id(self.scope.frames[-1]))
+        known = self.scope.prim_values.get(key)
+        if known is not None:
+            return known
+        base = f"{var.name_hint}_value"
+        name, i = base, 0
+        while name in self.scope.syms or name in self.scope.taken:
+            i += 1
+            name = f"{base}_{i}"
+        self.scope.taken.add(name)
+        sym = P.PrimVar(name, sinfo.dtype)
+        self.scope.prim_values[key] = sym
+        self.scope.pending.append((var, S.PrimStructInfo(sinfo.dtype, value=sym)))
+        return sym
 
     def _relax_operator(self, node: ast.AST, name: str, *operands: Any) -> E.Expr:
         """``x + y`` on Relax values is ``R.add(x, y)``, as TVM's ``Expr`` operators."""
@@ -510,6 +546,12 @@ _COMPARE_OPS = {ast.Lt: "less", ast.Gt: "greater", ast.LtE: "less_equal", ast.Gt
 _PRIM_COMPARE = {
     ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
 }  # fmt: skip
+
+
+def _is_int_prim_var(value: Any) -> bool:
+    """A Relax variable holding an integer prim value (``n: R.Prim("int64")``)."""
+    sinfo = value.struct_info if isinstance(value, E.Var) else None
+    return isinstance(sinfo, S.PrimStructInfo) and sinfo.dtype.startswith(("int", "uint"))
 
 
 def _is_integer_expr(value: Any) -> bool:

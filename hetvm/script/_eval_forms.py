@@ -48,6 +48,10 @@ class FormsMixin:
 
     def _form_prim_value(self, node: ast.Call) -> E.Expr:
         a = self.bind_args(node, "R.prim_value", ["value"], 1)
+        if isinstance(a["value"], ast.Name):
+            var = self.scope.lookup(a["value"].id)
+            if var is not None and isinstance(var.struct_info, S.PrimStructInfo):
+                return var  # R.prim_value of a prim variable is the variable (TVM)
         return E.PrimValue(self.prim(a["value"], allow_float=True), span=self.diag.span(node))
 
     def _literal_str(self, node: ast.Call, fname: str) -> str:

@@ -382,7 +382,18 @@ class FunctionParser:
         expr = self.flatten(expr, out, in_dataflow, node)  # inner values are bound first
         return self.emit(self.scope.fresh("lv"), expr, out, in_dataflow, node)
 
+    def flush_prim_values(self, out: list[E.Binding], in_dataflow: bool, node: ast.AST) -> None:
+        """Emits the match_casts that bind integer R.Prim variables read as shape
+        expressions (``n + 1``; Evaluator.prim_of_var) before the binding reading them."""
+        pending, self.scope.pending = self.scope.pending, []
+        span = self.env.diag.span(node)
+        for value, sinfo in pending:
+            cls = E.DataflowVar if in_dataflow else E.Var
+            var = cls(self.scope.fresh(f"{value.name_hint}_v"), struct_info=sinfo, span=span)
+            out.append(E.MatchCast(var, value, sinfo, span=span))
+
     def emit(self, name: str, expr: E.Expr, out: list[E.Binding], in_dataflow: bool, node: ast.AST, ann: S.StructInfo | None = None, dataflow_var: bool | None = None) -> E.Var:
+        self.flush_prim_values(out, in_dataflow, node)
         expr = self.flatten(expr, out, in_dataflow, node)
         sinfo = expr.struct_info
         if sinfo is None:
@@ -408,6 +419,7 @@ class FunctionParser:
         return not S.is_base_of(ann, sinfo, check_vdevice=False) and S.could_match(ann, sinfo)
 
     def _emit_checked(self, name: str, expr: E.Expr, ann: S.StructInfo, out: list[E.Binding], in_dataflow: bool, node: ast.AST, dataflow_var: bool | None) -> E.Var:
+        self.flush_prim_values(out, in_dataflow, node)
         value = self._leaf(expr, out, in_dataflow, node)
         is_df = in_dataflow if dataflow_var is None else dataflow_var
         cls = E.DataflowVar if is_df else E.Var
@@ -445,6 +457,7 @@ class FunctionParser:
         return var
 
     def match_cast(self, name: str, form: MatchCastForm, ann: S.StructInfo | None, stmt: ast.stmt, out: list[E.Binding], in_dataflow: bool, dataflow_var: bool) -> E.Var:
+        self.flush_prim_values(out, in_dataflow, stmt)
         value = self._leaf(form.value, out, in_dataflow, stmt)
         vsinfo = value.struct_info
         assert vsinfo is not None
@@ -469,6 +482,7 @@ class FunctionParser:
             var = self.match_cast(self.scope.fresh(name), value, None, node, out, in_dataflow, False)  # type: ignore[arg-type]
             return var
         expr = self.ev.to_expr(value, node)
+        self.flush_prim_values(out, in_dataflow, node)
         if E.is_leaf(expr):
             return self.flatten(expr, out, in_dataflow, node)
         fresh = name if name not in self.scope.taken else self.scope.fresh(name)
@@ -520,7 +534,9 @@ class FunctionParser:
         return names, list(call.args)
 
     def if_binding(self, stmt: ast.If, out: list[E.Binding]) -> E.Var:
-        cond = self._leaf(self.ev.to_expr(self.ev.eval(stmt.test), stmt.test), out, False, stmt.test)
+        cond_expr = self.ev.to_expr(self.ev.eval(stmt.test), stmt.test)
+        self.flush_prim_values(out, False, stmt.test)
+        cond = self._leaf(cond_expr, out, False, stmt.test)
         if not stmt.orelse:
             raise self.err(stmt, "an if needs an else branch (both branches must assign the result)")
         t_seq, t_name, t_ann, t_node = self.branch(stmt.body, "then", stmt)

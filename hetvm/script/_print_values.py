@@ -56,7 +56,8 @@ class ValueContext:
             if isinstance(b, P.IntImm) and b.value < 0:
                 text = f"{self.prim(e.a, 1)} - {-b.value}"
             elif isinstance(b, P.Mul) and isinstance(b.b, P.IntImm) and b.b.value < 0:
-                text = f"{self.prim(e.a, 1)} - {self.prim(P.Mul(b.a, P.IntImm(-b.b.value)), 2)}"
+                negated = b.a if b.b.value == -1 else P.Mul(b.a, P.IntImm(-b.b.value))
+                text = f"{self.prim(e.a, 1)} - {self.prim(negated, 2)}"
             else:
                 text = f"{self.prim(e.a, 1)} + {self.prim(b, 1)}"
             return f"({text})" if parent_prec > 1 else text

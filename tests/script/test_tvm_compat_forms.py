@@ -9,6 +9,7 @@ import pytest
 
 import hetvm
 from hetvm.errors import ParseError
+from hetvm.ir import expr as E
 from hetvm.ir import prim as P
 from hetvm.ir import struct_info as S
 from hetvm.script import from_source, print_module
@@ -551,3 +552,68 @@ def main(x: R.Tensor(["n"], "float32")):
     call = mod["main"].body.blocks[0].bindings[0].value
     assert call.attrs["axes"] == (0,) and call.attrs["begin"] == (1,)
     np.testing.assert_allclose(_run(mod, np.arange(5, dtype="float32")).numpy(), [1, 2, 3, 4])
+
+
+# --------------------------------------------------------------------------
+# arithmetic on integer R.Prim variables (TVM's newest parser: `n + 1` for
+# `n: R.Prim("int64")` is a prim expression); hetvm binds the variable's value
+# to a shape variable with R.match_cast(n, R.Prim(value=k)) first
+# --------------------------------------------------------------------------
+
+
+def test_arithmetic_and_comparison_on_prim_variables():
+    mod = _roundtrip(
+        """
+@R.function
+def main(n: R.Prim("int64"), m: R.Prim("int64")):
+    a = n + 1
+    b = a * m - n
+    c = R.prim_value(b)
+    if n < m:
+        r = c
+    else:
+        r = -n
+    return r
+"""
+    )
+    fn = mod["main"]
+    first = fn.body.blocks[0].bindings[0]
+    assert isinstance(first, E.MatchCast) and first.value is fn.params[0]
+    text = print_module(mod)
+    assert "R.match_cast(n, R.Prim(value=n_value))" in text
+    assert "c: T.int64 = b" in text  # R.prim_value of a prim variable is the variable
+    exe = hetvm.build(mod)
+    vm = hetvm.VirtualMachine(exe)
+    for n, m in ((2, 5), (7, 3), (0, 0)):
+        want = (n + 1) * m - n if n < m else -n
+        assert vm["main"](n, m) == want
+
+
+def test_a_prim_variable_in_one_branch_is_bound_again_outside():
+    mod = _roundtrip(
+        """
+@R.function
+def main(n: R.Prim("int64"), c: R.Tensor((), "bool")):
+    if c:
+        a = n * 2
+    else:
+        a = n
+    b = n + a
+    return b
+"""
+    )
+    vm = hetvm.VirtualMachine(hetvm.build(mod))
+    assert vm["main"](3, np.array(True)) == 9
+    assert vm["main"](3, np.array(False)) == 6
+
+
+def test_float_prim_variables_stay_relax_operands():
+    _rejects(
+        """
+@R.function
+def main(f: R.Prim("float32")):
+    g = f + 1
+    return g
+""",
+        "needs Relax operands",
+    )
