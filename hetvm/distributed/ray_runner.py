@@ -235,10 +235,28 @@ class DistributedVM:
             if isinstance(cause, HetvmError):
                 self._kill_all()
                 raise cause from None
+            if cause is not None and not isinstance(cause, ray.exceptions.RayError):
+                raise self._failed_part(req, cause) from None
             raise self._fail(req, "died", exc) from None
         except ray.exceptions.RayError as exc:  # object lost, worker crashed ...
             raise self._fail(req, "died", exc) from None
         return build_result(self.schedule.results, dict(zip(names, got[: len(names)])))
+
+    def _failed_part(self, req: _Request, cause: BaseException) -> DistributedError:
+        """A part raised something other than a hetvm error (a bug): name its host."""
+        ray = self.ray
+        failed = None
+        for part, refs in req.calls:
+            try:
+                ray.get(refs[-1], timeout=0.1)
+            except Exception:  # noqa: BLE001 - the first part that did not finish
+                failed = part
+                break
+        self._kill_all()
+        host = failed.host if failed else None
+        where = f"host {host}, {failed.function}" if failed else f"request {req.rid}"
+        return DistributedError(f"{where} failed: {type(cause).__name__}: {str(cause)[:300]}",
+                                host=host, value=(failed.outputs[0] if failed and failed.outputs else None))  # fmt: skip
 
     def _fail(self, req: _Request, why: str, exc: Exception | None = None) -> DistributedError:
         """The error of a failed request, naming the host and value; every actor is then reset."""

@@ -121,7 +121,10 @@ class HostWorker:
             raise DistributedError(f"host {self.host}, {part.function}: {exc}", host=self.host,
                                    value=", ".join(part.outputs) or None) from exc  # fmt: skip
         t1 = time.perf_counter()
-        values = dict(zip(part.outputs, out))
+        if part.function == self.schedule.function:  # one part: the function itself, its own result
+            values = dict(_match(self.schedule.results, out))
+        else:  # a part returns its outputs as one tuple
+            values = dict(zip(part.outputs, out))
         for name in part.keep:
             held[("value", name)] = values[name]
         returned = tuple(to_host(values[name]) for name in part.returns)
@@ -154,6 +157,13 @@ class HostWorker:
 
     def ping(self) -> bool:
         return True
+
+
+def _match(tree: Any, value: Any) -> list[tuple[str, Any]]:
+    """(name, value) pairs of a result tree of names against the returned value."""
+    if isinstance(tree, list):
+        return [pair for t, v in zip(tree, value) for pair in _match(t, v)]
+    return [(tree, value)]
 
 
 def as_numpy_tree(value: Any) -> Any:

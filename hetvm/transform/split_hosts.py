@@ -257,6 +257,9 @@ class _Splitter:
                 it.binding.var for it in local_items[k]
                 if it.binding.var in sent or it.binding.var in kept or it.binding.var in result_vars
             ]
+            if len(parts) == 1:  # the function itself runs: its own parameters, its result
+                inputs = [["input", i] for i in range(len(self.func.params))]
+                outputs = [v for v in dict.fromkeys(_flat(results)) if v not in param_index]
             record = {
                 "function": fname,
                 "host": part.host,

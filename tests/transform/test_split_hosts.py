@@ -72,11 +72,25 @@ def test_a_value_read_by_two_devices_of_a_host_is_sent_there_once():
     assert hosts.stats()["hostB"]["requests_held"] == 0  # the request's values were dropped
 
 
-def test_one_host_needs_no_parts():
-    exe = hetvm.build(mlp(layers=2, width=8, batch=2, devices=[HOST_A_CPU]))
+def test_one_host_needs_no_parts_and_runs_main_itself():
+    mod = mlp(layers=2, width=8, batch=2, devices=[HOST_A_CPU])
+    exe = hetvm.build(mod)
     schedule = schedule_of(exe)
     assert [(p.function, p.host) for p in schedule.parts] == [("main", "hostA")]
     assert schedule.transfers == []
+    args = inputs_for(mod)
+    np.testing.assert_array_equal(LocalHosts(exe)(*args), as_numpy_tree(hetvm.VirtualMachine(exe)["main"](*args)))
+
+
+TUPLE_RESULT = ALTERNATING.replace("R.output(e)\n        return e", "R.output(e, a)\n        return (e, a)")
+
+
+def test_a_tuple_result_comes_back_from_both_hosts():
+    mod = from_source(TUPLE_RESULT)
+    exe, single, split, _ = _run_both(mod)
+    assert isinstance(split, tuple) and len(split) == 2
+    for got, want in zip(split, single):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_a_module_without_hosts_has_no_schedule():
