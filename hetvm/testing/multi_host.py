@@ -14,11 +14,30 @@ from ..ir import BlockBuilder, TensorStructInfo, Var, const
 from ..ir.module import IRModule
 from ..ir.vdevice import VDevice, remote
 
-__all__ = ["mlp", "pinned_pair", "inputs_for", "HOST_A_CPU", "HOST_B_CPU", "HOST_B_SIM"]
+__all__ = ["ALTERNATING", "mlp", "pinned_pair", "inputs_for", "HOST_A_CPU", "HOST_B_CPU", "HOST_B_SIM"]
 
 HOST_A_CPU = remote("hostA", "cpu", 0)
 HOST_B_CPU = remote("hostB", "cpu", 0)
 HOST_B_SIM = remote("hostB", "sim", 0)
+
+
+#: a chain whose values alternate between hostA's CPU and hostB's sim (the split, transfer and fault tests)
+ALTERNATING = '''
+@I.ir_module
+class M:
+    I.module_global_infos({"vdevice": [I.vdevice({"kind": "llvm", "tag": "host:hostA"}, 0),
+                                       I.vdevice({"kind": "sim", "tag": "host:hostB"}, 0)]})
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32", "llvm:0"), w: R.Tensor((8, 8), "float32", "llvm:0")):
+        with R.dataflow():
+            a = R.matmul(x, w)
+            b: R.Tensor((4, 8), "float32", "sim:0") = R.nn.relu(a)
+            c: R.Tensor((4, 8), "float32", "llvm:0") = R.add(b, a)
+            d: R.Tensor((4, 8), "float32", "sim:0") = R.exp(c)
+            e: R.Tensor((4, 8), "float32", "sim:0") = R.multiply(d, b)
+            R.output(e)
+        return e
+'''
 
 
 def mlp(

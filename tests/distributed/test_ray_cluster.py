@@ -17,26 +17,9 @@ import hetvm  # noqa: E402
 from hetvm.distributed import DistributedVM, host_resource, schedule_of  # noqa: E402
 from hetvm.distributed.worker import as_numpy_tree  # noqa: E402
 from hetvm.script import from_source  # noqa: E402
-from hetvm.testing.multi_host import inputs_for, pinned_pair  # noqa: E402
+from hetvm.testing.multi_host import ALTERNATING, inputs_for, pinned_pair  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-ALTERNATING = '''
-@I.ir_module
-class M:
-    I.module_global_infos({"vdevice": [I.vdevice({"kind": "llvm", "tag": "host:hostA"}, 0),
-                                       I.vdevice({"kind": "sim", "tag": "host:hostB"}, 0)]})
-    @R.function
-    def main(x: R.Tensor((4, 8), "float32", "llvm:0"), w: R.Tensor((8, 8), "float32", "llvm:0")):
-        with R.dataflow():
-            a = R.matmul(x, w)
-            b: R.Tensor((4, 8), "float32", "sim:0") = R.nn.relu(a)
-            c: R.Tensor((4, 8), "float32", "llvm:0") = R.add(b, a)
-            d: R.Tensor((4, 8), "float32", "sim:0") = R.exp(c)
-            e: R.Tensor((4, 8), "float32", "sim:0") = R.multiply(d, b)
-            R.output(e)
-        return e
-'''
 
 SMALL = dict(num_cpus=1, object_store_memory=80 * 2**20)
 

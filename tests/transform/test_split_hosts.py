@@ -14,24 +14,14 @@ import hetvm
 from hetvm.distributed import LocalHosts, schedule_of
 from hetvm.distributed.worker import as_numpy_tree
 from hetvm.script import from_source, print_module
-from hetvm.testing.multi_host import HOST_A_CPU, HOST_B_SIM, inputs_for, mlp, pinned_pair
-
-ALTERNATING = '''
-@I.ir_module
-class M:
-    I.module_global_infos({"vdevice": [I.vdevice({"kind": "llvm", "tag": "host:hostA"}, 0),
-                                       I.vdevice({"kind": "sim", "tag": "host:hostB"}, 0)]})
-    @R.function
-    def main(x: R.Tensor((4, 8), "float32", "llvm:0"), w: R.Tensor((8, 8), "float32", "llvm:0")):
-        with R.dataflow():
-            a = R.matmul(x, w)
-            b: R.Tensor((4, 8), "float32", "sim:0") = R.nn.relu(a)
-            c: R.Tensor((4, 8), "float32", "llvm:0") = R.add(b, a)
-            d: R.Tensor((4, 8), "float32", "sim:0") = R.exp(c)
-            e: R.Tensor((4, 8), "float32", "sim:0") = R.multiply(d, b)
-            R.output(e)
-        return e
-'''
+from hetvm.testing.multi_host import (
+    ALTERNATING,
+    HOST_A_CPU,
+    HOST_B_SIM,
+    inputs_for,
+    mlp,
+    pinned_pair,
+)
 
 
 def _run_both(mod):
