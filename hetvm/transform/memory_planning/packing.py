@@ -112,7 +112,13 @@ MAX_CONFLICT_PAIRS = 400_000  # above this, pack with the linear-time sweep only
 
 def count_conflict_pairs(buffers: Sequence[Buffer], limit: int) -> int:
     """Pairs of intervals live together, counted up to ``limit`` (cheap bail-out)."""
-    items = sorted((lo, hi) for b in buffers for lo, hi in b.intervals)
+    return count_overlapping_pairs([iv for b in buffers for iv in b.intervals], limit)
+
+
+def count_overlapping_pairs(spans: Sequence[Interval], limit: int) -> int:
+    """Pairs of closed spans that overlap, counted up to ``limit`` (a sweep with a
+    heap of ends: stops as soon as the count passes ``limit``)."""
+    items = sorted(spans)
     ends: list[int] = []
     pairs = 0
     for lo, hi in items:

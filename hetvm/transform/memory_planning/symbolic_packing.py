@@ -38,7 +38,7 @@ from typing import Mapping, Sequence
 from ...analysis.liveness import BranchPath, Interval, conflicts
 from ...analysis.symbolic_bytes import ByteMax, align_bytes
 from ...ir import prim as P
-from .packing import Buffer, max_live_bytes, pack
+from .packing import Buffer, count_overlapping_pairs, max_live_bytes, pack
 
 __all__ = ["SymbolicBuffer", "SymbolicPackResult", "pack_symbolic", "max_live_symbolic", "REFERENCE_VALUES"]
 
@@ -122,19 +122,8 @@ def _lower_at(buffers: Sequence[SymbolicBuffer], footprints: Sequence[P.PrimExpr
 
 
 def _count_pairs(items: Sequence[tuple[tuple[Interval, ...], BranchPath]]) -> int:
-    import heapq
-
-    spans = sorted((iv[0][0], iv[-1][1]) for iv, _ in items if iv)
-    ends: list[int] = []
-    pairs = 0
-    for lo, hi in spans:
-        while ends and ends[0] < lo:
-            heapq.heappop(ends)
-        pairs += len(ends)
-        if pairs > MAX_SYMBOLIC_CONFLICTS:
-            break
-        heapq.heappush(ends, hi)
-    return pairs
+    """Pairs of buffers whose whole spans (first start to last end) overlap."""
+    return count_overlapping_pairs([(iv[0][0], iv[-1][1]) for iv, _ in items if iv], MAX_SYMBOLIC_CONFLICTS)
 
 
 def _compact(
