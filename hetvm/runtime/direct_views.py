@@ -218,10 +218,15 @@ def _read_regs(ins: Any) -> list[int]:
 
 def make_carver(specs: list[tuple[int, tuple[int, ...], Any]], where: str) -> Callable[[Any], tuple]:
     """``carve(storage)``: the backend arrays of ``specs`` ((offset, shape, dtype)
-    each) over the storage's block, sliced once per pooled block and kept with it."""
+    each) over the storage's block, sliced once per pooled block and kept with it;
+    specs at the same place get the same array object."""
     key = ("direct", next(_keys))
     need = max((off + math.prod(dims) * dt.itemsize for off, dims, dt in specs), default=0)
-    ranges = [(off, off + math.prod(dims) * dt.itemsize, dims, dt) for off, dims, dt in specs]
+    # views at the same place (an in-place output over its input) are one array:
+    # NumPy's ufunc takes its cheaper path when ``out`` is the input object itself
+    unique: dict[tuple, int] = {}
+    index = [unique.setdefault((off, tuple(dims), dt), len(unique)) for off, dims, dt in specs]
+    ranges = [(off, off + math.prod(dims) * dt.itemsize, dims, dt) for off, dims, dt in unique]
 
     def carve(storage: Any) -> tuple:
         block = storage.allocation
@@ -235,7 +240,8 @@ def make_carver(specs: list[tuple[int, tuple[int, ...], Any]], where: str) -> Ca
                 f"{where}: a storage of {block.nbytes} bytes cannot hold tensors up to byte {need}"
             )
         buf = block.buffer
-        got = tuple(buf[start:end].view(dt).reshape(dims) for start, end, dims, dt in ranges)
+        arrays = [buf[start:end].view(dt).reshape(dims) for start, end, dims, dt in ranges]
+        got = tuple(arrays[i] for i in index)
         if views is not None:
             views[key] = got
         return got

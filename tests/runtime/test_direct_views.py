@@ -186,3 +186,31 @@ def test_a_returned_view_keeps_its_source_an_ndarray():
     np.testing.assert_allclose(out.numpy(), -np.exp(x).reshape(2, 2), rtol=1e-6)
     again = vm["main"](x)
     assert not np.shares_memory(again._data, out._data)
+
+
+def test_views_at_the_same_place_are_one_array():
+    """An in-place output is a view at its input's place: one array object, so
+    NumPy's ufunc sees ``out`` is its input (not a second view it must check)."""
+    from hetvm.runtime.direct_views import make_carver
+    from hetvm.runtime.memory import Storage
+
+    alloc = _inplace_exe(returned_view=False).allocator(0)
+    storage = Storage(alloc.alloc(64))
+    f32 = np.dtype(F32)
+    carve = make_carver([(0, (4,), f32), (16, (4,), f32), (0, (4,), f32), (0, (2, 2), f32)], "test")
+    a, b, same, other = carve(storage)
+    assert same is a and b is not a and other is not a
+    assert np.shares_memory(other, a) and not np.shares_memory(a, b)
+    assert carve(storage)[2] is a  # kept with the block
+
+
+def test_an_in_place_chain_of_tiny_tensors_runs_over_one_array():
+    with PassContext(disabled_pass=["FuseOps"], config={"hetvm.inplace.min_bytes": 0}):
+        exe = hetvm.build(from_source(CHAIN))
+    assert exe.metadata["inplace_elementwise"] == {"main": 1}  # c = b - x over b
+    vm = hetvm.VirtualMachine(exe)
+    rng = np.random.default_rng(1)
+    for _ in range(2):
+        x, y = rng.standard_normal((2, 4)).astype(F32)
+        a = x + y
+        np.testing.assert_allclose(vm["main"](x, y).numpy(), a * y - x + a, rtol=1e-6)
