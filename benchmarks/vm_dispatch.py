@@ -5,7 +5,7 @@ Builds an executable by hand whose ``main`` runs N ``add`` kernel calls
 next to calling ``np.add(a, b, out=c)`` directly in a Python loop, in one run
 (the floor: no allocation, no kill). Then the same chain written in TVMScript
 and built by ``hetvm.build`` -- what a user's program costs -- unfused (FuseOps
-off: alloc, kernel and kill per op) and as FuseOps groups it, next to a Python
+off; with InplaceElementwise forced too) and as FuseOps groups it, next to a Python
 loop of ``np.add`` (allocating) and of ``np.add(out=)``, interleaved; with
 Numba installed, FuseOps with generated kernels too (``HETVM_NUMBA=1`` for that
 build). Prints figures only; speed is never asserted in tests.
@@ -120,21 +120,23 @@ def bench_built(n: int, repeats: int) -> None:
 
     mod = from_source(tvmscript_chain(n))
     builds = {}
-    # InplaceElementwise makes each add write over its dying input: NumPy's ufunc
-    # then takes its overlap-checking path (0.9 us instead of 0.27 for one element)
-    variants = [("unfused", ["FuseOps"], "0"), ("unfused-noinpl", ["FuseOps", "InplaceElementwise"], "0"),
-                ("FuseOps", [], "0")]
+    # InplaceElementwise leaves outputs below hetvm.inplace.min_bytes alone (these
+    # are 4 bytes); "unfused-inplace" forces it: each add writes over its dying
+    # input, and NumPy's ufunc takes its overlap-checking path
+    forced = {"hetvm.inplace.min_bytes": 0}
+    variants = [("unfused", ["FuseOps"], {}, "0"), ("unfused-inplace", ["FuseOps"], forced, "0"),
+                ("FuseOps", [], {}, "0")]  # fmt: skip
     try:
         import numba  # noqa: F401
 
-        variants.append(("FuseOps+Numba", [], "1"))
+        variants.append(("FuseOps+Numba", [], {}, "1"))
     except ImportError:
         print("(numba is not installed: no generated-kernel variant)")
-    for label, disabled, use_numba in variants:
+    for label, disabled, config, use_numba in variants:
         os.environ["HETVM_NUMBA"] = use_numba
         codegen_numba._checked = False  # re-read HETVM_NUMBA for this build and VM
         t0 = time.perf_counter()
-        with PassContext(disabled_pass=disabled):
+        with PassContext(disabled_pass=disabled, config=config):
             exe = hetvm.build(mod)
         build_s = time.perf_counter() - t0
         vm = hetvm.VirtualMachine(exe)

@@ -14,6 +14,7 @@ from hetvm.transform import (
     InplaceElementwise,
     LegalizeOps,
     Normalize,
+    PassContext,
     Sequential,
     StaticPlanBlockMemory,
     ToNonDataflow,
@@ -228,3 +229,60 @@ def test_in_place_on_the_simulated_accelerator():
     out = vm["main"](*args).copyto(hetvm.cpu(0)).numpy()
     x, w, v = args
     np.testing.assert_allclose(out, (np.maximum(np.exp(x @ w), 0) ** 2) @ v, rtol=1e-5, atol=1e-5)
+
+
+def small_program():
+    """main(x: (2, 8)): exp, relu, negative: each output 64 bytes, each input dies."""
+    x = param("x", (2, 8))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(R.exp(x))
+            b = bb.emit(R.nn.relu(a))
+            c = bb.emit(R.negative(b))
+            out = bb.emit_output(bb.emit(R.add(c, x)))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def lower_with(mod, inplace_pass):
+    return Sequential([Normalize(), LegalizeOps(), ToNonDataflow(), CallTIRRewrite(), inplace_pass])(mod)
+
+
+def test_tiny_outputs_keep_their_allocation_below_min_bytes():
+    mod = small_program()
+    # 64 bytes < the default MIN_BYTES: NumPy's overlapping-out path would cost more
+    assert views(lower(mod)) == []
+    assert views(lower_with(mod, InplaceElementwise(min_bytes=64))) == ["lv1", "lv2"]
+    assert views(lower_with(mod, InplaceElementwise(min_bytes=65))) == []
+    with PassContext(config={"hetvm.inplace.min_bytes": 0}, disabled_pass=["FuseOps"]):
+        assert views(lower(mod)) == ["lv1", "lv2"]
+        exe = hetvm.build(mod)
+    assert exe.metadata["inplace_elementwise"] == {"main": 2}
+    x = np.linspace(-2, 2, 16, dtype="float32").reshape(2, 8)
+    got = hetvm.VirtualMachine(exe, [hetvm.cpu(0)], poison=True)["main"](x).numpy()
+    np.testing.assert_allclose(got, -np.maximum(np.exp(x), 0) + x, rtol=1e-6)
+
+
+def test_a_symbolic_size_is_not_judged_tiny():
+    from hetvm.ir import prim as P
+
+    n = P.PrimVar("n")
+    x = Var("x", struct_info=TensorStructInfo((n,), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(R.exp(x))
+            b = bb.emit(R.nn.relu(a))
+            out = bb.emit_output(bb.emit(R.add(b, x)))
+        bb.emit_func_output(out)
+    assert views(lower(bb.get())) == ["lv1"]
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "64", True])
+def test_a_bad_min_bytes_is_a_clear_error(bad):
+    with pytest.raises(hetvm.HetvmError, match=r"InplaceElementwise\(min_bytes=...\) must be a non-negative int"):
+        InplaceElementwise(min_bytes=bad)
+    with PassContext(config={"hetvm.inplace.min_bytes": bad}):
+        with pytest.raises(hetvm.HetvmError, match="'hetvm.inplace.min_bytes' must be a non-negative int"):
+            lower(small_program())
