@@ -2,23 +2,41 @@
 
 ``mlp(layers, width, batch)``: a chain of matmul + relu layers with no pin
 (stage mode or pins place it); ``pinned_pair()``: a matmul on hostA's CPU
-feeding hostB's accelerator, whose one value is read there by two devices.
-Inputs come from :func:`inputs_for` (seeded).
+feeding hostB's accelerator, whose one value is read there by two devices;
+``light_cnn(name)``: one of the onnx package's light CNNs over hostA/cpu and
+hostB/sim:0. Inputs come from :func:`inputs_for` (seeded).
+
+``cut_bytes(func)`` counts, for every cut point of a function's linear order,
+the bytes of the values made before it and read at or after it: what a
+two-stage split there must send. It reads only the IR (no planner code), so
+tests compare the planner's stage cut and the bytes the runtime measures with
+it; :func:`module_before` builds and gives the module a pass of the build received.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..ir import BlockBuilder, TensorStructInfo, Var, const
+from ..ir import expr as E
+from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..ir.vdevice import VDevice, remote
 
-__all__ = ["ALTERNATING", "mlp", "pinned_pair", "inputs_for", "HOST_A_CPU", "HOST_B_CPU", "HOST_B_SIM"]
+__all__ = [
+    "ALTERNATING", "mlp", "pinned_pair", "light_cnn", "inputs_for", "cut_bytes", "module_before", "build_stages",
+    "HOST_A_CPU", "HOST_B_CPU", "HOST_B_SIM", "STAGES", "SLOW_LINK",
+]
 
 HOST_A_CPU = remote("hostA", "cpu", 0)
 HOST_B_CPU = remote("hostB", "cpu", 0)
 HOST_B_SIM = remote("hostB", "sim", 0)
+#: stage mode over the two hosts: hostA's CPU, then hostB's accelerator
+STAGES = ["hostA/cpu", "hostB/sim:0"]
+#: a network so slow (100 kB/s) that the bytes crossing decide a light CNN's stage cut
+SLOW_LINK = {"cross_host": {"bandwidth": 1e5, "latency": 1e-3}}
 
 
 #: a chain whose values alternate between hostA's CPU and hostB's sim (the split, transfer and fault tests)
@@ -102,3 +120,84 @@ def inputs_for(mod: IRModule, seed: int = 0) -> list[np.ndarray]:
         shape = tuple(int(d.value) for d in p.struct_info.shape)
         out.append((rng.standard_normal(shape) * 0.5).astype("float32"))
     return out
+
+
+def light_cnn(name: str = "squeezenet", devices: list[VDevice] | None = None, seed: int | None = 0) -> IRModule:
+    """A light ONNX CNN (``hetvm.testing.light_models``) over two hosts' devices, with
+    seeded random weights (``seed=None``: the shipped all-0.02 ones)."""
+    from ..frontend import from_onnx
+    from .light_models import load_light, with_random_weights
+
+    model = load_light(name)
+    if seed is not None:
+        model = with_random_weights(model, seed)
+    return from_onnx(model).with_global_infos(vdevice=list(devices or [HOST_A_CPU, HOST_B_SIM]))
+
+
+def _nbytes(sinfo: S.StructInfo | None) -> int:
+    if isinstance(sinfo, S.TupleStructInfo):
+        return sum(_nbytes(f) for f in sinfo.fields)
+    if not isinstance(sinfo, S.TensorStructInfo) or sinfo.shape is None:
+        return 0
+    return int(np.prod([int(d.value) for d in sinfo.shape], dtype=np.int64)) * S.dtype_nbytes(sinfo.dtype)
+
+
+def _reads(expr: E.Expr) -> list[E.Var]:
+    from ..analysis.free_vars import free_vars
+
+    return list(free_vars(expr))
+
+
+def cut_bytes(func: E.Function) -> list[tuple[str, int]]:
+    """Per cut point of ``func``'s top-level op bindings (before op 1, 2, ...): the name of
+    the first op after the cut and the bytes of the values made before it and read at or
+    after it (a value once, however many read it; aliases are their source)."""
+    bindings = [b for block in func.body.blocks for b in block.bindings]
+    root: dict[E.Var, E.Var] = {}
+    for b in bindings:
+        if isinstance(b.value, E.Var):  # y = x: the same value
+            root[b.var] = root.get(b.value, b.value)
+    made = {b.var: i for i, b in enumerate(bindings) if b.var not in root}
+    last: dict[E.Var, int] = {}
+    for i, b in enumerate(bindings):
+        for v in _reads(b.value):
+            v = root.get(v, v)
+            if v in made:
+                last[v] = max(last.get(v, -1), i)
+    for v in _reads(func.body.body):
+        v = root.get(v, v)
+        if v in made:
+            last[v] = len(bindings)
+    ops = [i for i, b in enumerate(bindings) if isinstance(b.value, E.Call)]
+    out = []
+    for p in ops[1:]:
+        crossing = sum(_nbytes(v.struct_info) for v, j in last.items() if made[v] < p <= j)
+        out.append((bindings[p].var.name_hint, crossing))
+    return out
+
+
+def module_before(pass_name: str, mod: IRModule, **build_options) -> tuple[Any, IRModule]:  # noqa: ANN003
+    """``hetvm.build(mod, **build_options)`` and the module its pass ``pass_name`` received."""
+    import hetvm
+
+    from ..transform.pass_infra import PassInstrument
+
+    class _Before(PassInstrument):
+        seen: IRModule | None = None
+
+        def run_before_pass(self, m: IRModule, info) -> None:  # noqa: ANN001
+            if info.name == pass_name and self.seen is None:
+                self.seen = m
+
+    spy = _Before()
+    exe = hetvm.build(mod, instruments=[spy], **build_options)
+    if spy.seen is None:
+        raise ValueError(f"hetvm.build ran no pass named {pass_name!r}")
+    return exe, spy.seen
+
+
+def build_stages(mod: IRModule, links: dict | None = None) -> tuple[Any, dict, list[tuple[str, int]]]:
+    """Builds ``mod`` in stage mode over :data:`STAGES`: the executable, the planner's
+    stage cut (``device_stages``) and :func:`cut_bytes` of the program it cut."""
+    exe, planned_from = module_before("PlanDevices", mod, plan_devices_options={"stages": STAGES, "links": links})
+    return exe, exe.metadata["device_stages"], cut_bytes(planned_from["main"])

@@ -17,7 +17,14 @@ import hetvm  # noqa: E402
 from hetvm.distributed import DistributedVM, host_resource, schedule_of  # noqa: E402
 from hetvm.distributed.worker import as_numpy_tree  # noqa: E402
 from hetvm.script import from_source  # noqa: E402
-from hetvm.testing.multi_host import ALTERNATING, inputs_for, pinned_pair  # noqa: E402
+from hetvm.testing.multi_host import (  # noqa: E402
+    ALTERNATING,
+    SLOW_LINK,
+    build_stages,
+    inputs_for,
+    light_cnn,
+    pinned_pair,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -62,6 +69,31 @@ def test_outputs_and_bytes_match_the_plan(cluster, make):
         outs = dvm.run_many(many, in_flight=3)
         for a, out in zip(many, outs):
             np.testing.assert_array_equal(out, _single(exe, a))
+
+
+@pytest.mark.parametrize("links", [None, SLOW_LINK], ids=["default_link", "slow_link"])
+def test_a_light_cnn_in_stage_mode_matches_one_host_and_sends_the_cut(cluster, links):
+    """Issue 21's must-show on two Ray nodes: SqueezeNet split by stage mode gives the
+    single-host output, and hostB's worker receives the planner's boundary bytes, the
+    bytes an independent count finds live across that cut (and, on a slow link, the
+    fewest over every contiguous cut)."""
+    pytest.importorskip("onnx")
+    exe, stages, cuts = build_stages(light_cnn("squeezenet", seed=0), links)
+    (boundary,) = stages["boundary_bytes"]
+    assert dict(cuts)[stages["first_last"][1][0]] == boundary
+    if links is SLOW_LINK:
+        assert boundary == min(b for _, b in cuts)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((1, 3, 224, 224)).astype("float32") for _ in range(3)]
+    with DistributedVM(exe, timeout=120) as dvm:
+        np.testing.assert_allclose(dvm(xs[0]), _single(exe, [xs[0]]), rtol=1e-6, atol=0)
+        stats = dvm.stats()
+        assert {h: s["received_bytes"] for h, s in stats.items()} == {"hostA": 0, "hostB": boundary}
+        nodes = {h: ray.get(dvm.actor(h).node_id.remote(), timeout=30) for h in ("hostA", "hostB")}
+        assert len(set(nodes.values())) == 2
+        for x, out in zip(xs, dvm.run_many([(x,) for x in xs], in_flight=2)):
+            np.testing.assert_allclose(out, _single(exe, [x]), rtol=1e-6, atol=0)
+        assert dvm.stats()["hostB"]["received_bytes"] == boundary * (1 + len(xs))
 
 
 def test_a_killed_worker_is_a_clear_error_and_the_driver_recovers(cluster):

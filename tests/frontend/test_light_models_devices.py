@@ -13,42 +13,27 @@ Slow (about 20 s with -n 2): run with ``python -m pytest -m slow tests/frontend`
 
 from __future__ import annotations
 
-import glob
 import os
 
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import numpy_helper  # noqa: E402
 
 import hetvm  # noqa: E402
 from hetvm.cli_support.placement import pin_params  # noqa: E402
 from hetvm.frontend import from_onnx  # noqa: E402
 from hetvm.ir import VDevice  # noqa: E402
+from hetvm.testing.light_models import light_dir, light_expected, light_input, light_names  # noqa: E402
 
-LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-LIGHT = sorted(
-    os.path.basename(p)[len("light_") : -len(".onnx")]
-    for p in glob.glob(os.path.join(LIGHT_DIR, "light_*.onnx"))
-)
+LIGHT_DIR = light_dir()
+LIGHT = light_names()
 SIM, CPU = VDevice("sim", 0), VDevice("llvm", 0)
 
 
-def _expected(name: str) -> np.ndarray:
-    tensor = onnx.TensorProto()
-    with open(os.path.join(LIGHT_DIR, f"light_{name}_output_0.pb"), "rb") as f:
-        tensor.ParseFromString(f.read())
-    return numpy_helper.to_array(tensor)
+_expected = light_expected
 
-
-def _input(model) -> np.ndarray:
-    """What ONNX's backend runner feeds the light models: arange / n."""
-    inits = {i.name for i in model.graph.initializer}
-    (vi,) = [i for i in model.graph.input if i.name not in inits]
-    shape = tuple(d.dim_value or 1 for d in vi.type.tensor_type.shape.dim)
-    n = int(np.prod(shape))
-    return (np.arange(n).reshape(shape) / n).astype(np.float32)
+_input = light_input
 
 
 def _run(mod, x, heterogeneous: bool):

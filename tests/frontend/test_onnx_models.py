@@ -3,7 +3,6 @@ encoder layer built with onnx.helper (symbolic batch and sequence length)."""
 
 from __future__ import annotations
 
-import glob
 import os
 
 import numpy as np
@@ -15,27 +14,15 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from hetvm.frontend import from_onnx  # noqa: E402
 from hetvm.ir import PrimVar  # noqa: E402
 from hetvm.ir import prim as P  # noqa: E402
+from hetvm.testing.light_models import light_dir, light_expected, light_input, light_names  # noqa: E402
 
-LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-LIGHT = sorted(
-    os.path.basename(p)[len("light_") : -len(".onnx")] for p in glob.glob(os.path.join(LIGHT_DIR, "light_*.onnx"))
-)
-
-
-def _expected(name: str) -> np.ndarray:
-    tensor = onnx.TensorProto()
-    with open(os.path.join(LIGHT_DIR, f"light_{name}_output_0.pb"), "rb") as f:
-        tensor.ParseFromString(f.read())
-    return numpy_helper.to_array(tensor)
+LIGHT_DIR = light_dir()
+LIGHT = light_names()
 
 
-def _dummy_input(model) -> np.ndarray:
-    """The input ONNX's backend runner feeds the light models: arange / n."""
-    inits = {i.name for i in model.graph.initializer}
-    (vi,) = [i for i in model.graph.input if i.name not in inits]
-    shape = tuple(d.dim_value or 1 for d in vi.type.tensor_type.shape.dim)
-    n = int(np.prod(shape))
-    return (np.arange(n).reshape(shape) / n).astype(np.float32)
+_expected = light_expected
+
+_dummy_input = light_input
 
 
 def test_all_nine_light_models_are_present():

@@ -12,11 +12,10 @@ import pytest
 
 import hetvm
 import hetvm.op as R
-from hetvm.analysis.free_vars import free_vars
 from hetvm.distributed import LocalHosts, check_memory_limits, memory_by_device, schedule_of
 from hetvm.distributed.worker import as_numpy_tree
 from hetvm.ir import BlockBuilder, TensorStructInfo, Var
-from hetvm.testing.multi_host import HOST_A_CPU, HOST_B_CPU, HOST_B_SIM, inputs_for, mlp
+from hetvm.testing.multi_host import HOST_A_CPU, HOST_B_CPU, HOST_B_SIM, cut_bytes, inputs_for, mlp
 from hetvm.transform.device_planning.devices import (
     device_key,
     key_host,
@@ -60,23 +59,8 @@ def _residual(width: int = 16) -> hetvm.ir.IRModule:
 
 
 def _crossing_bytes(mod) -> list[int]:
-    """Bytes of values made before each top-level binding and read at or after it."""
-    bindings = [b for block in Normalize()(mod)["main"].body.blocks for b in block.bindings]
-    pos = {b.var: i for i, b in enumerate(bindings)}
-    last = {}
-    for i, b in enumerate(bindings):
-        for v in free_vars(b.value):
-            if v in pos:
-                last[v] = i
-    out = []
-    for p in range(1, len(bindings)):
-        total = 0
-        for v, j in last.items():
-            if pos[v] < p <= j:
-                s = v.struct_info
-                total += int(np.prod([d.value for d in s.shape])) * 4
-        out.append(total)
-    return out
+    """Bytes of values made before each top-level op and read at or after it."""
+    return [b for _, b in cut_bytes(Normalize()(mod)["main"])]
 
 
 def test_stage_mode_cuts_where_the_fewest_bytes_cross_on_a_slow_link():
