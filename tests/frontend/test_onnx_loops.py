@@ -157,3 +157,54 @@ def test_scan_forward_and_reversed_with_an_output_axis(directions, out_axes):
     rng = np.random.default_rng(1)
     feeds = {"s0": rng.standard_normal(3).astype(np.float32), "xs": rng.standard_normal((4, 3)).astype(np.float32)}
     _check(_scan_model(directions, out_axes), feeds)
+
+
+def _stepping_loop(n: int, scan: bool):
+    """h = tanh(h @ exp(v)) + h, M times (no condition); with ``scan`` each
+    iteration's tanh is a scan output too."""
+    nodes = [
+        helper.make_node("MatMul", ["h_in", "w"], ["hw"]),
+        helper.make_node("Tanh", ["hw"], ["t"]),
+        helper.make_node("Add", ["t", "h_in"], ["h_out"]),
+        helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+    ]
+    outs = [_vi("cond_out", B, []), _vi("h_out", F, [1, n])]
+    if scan:
+        nodes.append(helper.make_node("Identity", ["t"], ["row"]))
+        outs.append(_vi("row", F, [1, n]))
+    body = helper.make_graph(nodes, "body", [_vi("iter", I64, []), _vi("cond_in", B, []), _vi("h_in", F, [1, n])], outs)
+    loop = helper.make_node("Loop", ["M", "", "h0"], ["h"] + (["rows"] if scan else []), body=body, name="steps")
+    results = [("h", F, [1, n])] + ([("rows", F, ["k", 1, n])] if scan else [])
+    model = _model([helper.make_node("Exp", ["v"], ["w"]), loop], [("M", I64, []), ("h0", F, [1, n]), ("v", F, [n, n])], results)
+    rng = np.random.default_rng(0)
+    h0 = rng.standard_normal((1, n)).astype(np.float32)
+    v = (rng.standard_normal((n, n)) * 0.05 - 4).astype(np.float32)
+    return model, h0, v
+
+
+def test_an_imported_loop_of_1000_iterations_peaks_at_one_iteration_plan_plus_its_carried_values():
+    """The memory of an imported Loop does not depend on its trip count: the
+    measured peak is main's plan (exp(v)) + the loop's arena + the carried
+    values received and passed on, and iterations after the first few take
+    nothing new from the device."""
+    import hetvm
+
+    n = 64
+    model, h0, v = _stepping_loop(n, scan=False)
+    exe = hetvm.build(from_onnx(model), target="llvm")
+    plan = exe.memory_plan()
+    (loop,) = [f for f in plan if f != "main"]
+    carried = 4 * n + 8  # h (1, n) float32 and the counter
+    want = plan["main"][0]["planned_bytes"] + plan[loop][0]["planned_bytes"] + 2 * carried
+    assert plan["main"][0]["predicted_peak_bytes"] == want
+    stats = {}
+    for trips in (3, 1000):
+        vm = hetvm.VirtualMachine(exe)
+        got = vm["main"](np.array(trips, np.int64), h0, v).numpy()
+        stats[trips] = vm.memory_report()["cpu:0"]
+        want_h = h0
+        for _ in range(trips):
+            want_h = np.tanh(want_h @ np.exp(v)) + want_h
+        np.testing.assert_allclose(got, want_h, rtol=1e-4, atol=1e-5)
+    assert stats[3]["peak_bytes"] == stats[1000]["peak_bytes"] == want
+    assert stats[1000]["raw_allocs"] == stats[3]["raw_allocs"]

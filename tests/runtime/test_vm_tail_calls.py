@@ -59,6 +59,23 @@ def test_peak_of_1000_iterations_is_one_iteration_plan_plus_carried_values(exe):
     assert {u["name"] for u in plan["loop"][0]["unplanned"]} == {"a", "j"}
 
 
+def test_a_loop_takes_no_new_memory_after_its_first_iterations(exe):
+    """Each iteration's arena and the values it passes on come back from the pool:
+    the carried values alternate between the block received and the one passed on,
+    so 1,000 iterations reach the device no more often than 3 do."""
+    x, w = _inputs()
+    raw = {}
+    for trips in (3, 1000):
+        vm = hetvm.VirtualMachine(exe)  # a cold pool each time
+        vm["main"](np.array(trips), x, w)
+        raw[trips] = vm.allocator("cpu:0").stats()
+        vm["main"](np.array(trips), x, w)  # warm: every block is in the pool already
+        assert vm.memory_report()["cpu:0"]["raw_allocs"] == 0
+        assert vm.memory_report()["cpu:0"]["alloc_calls"] > trips  # the iterations did allocate, from the pool
+    assert raw[1000]["raw_allocs"] == raw[3]["raw_allocs"]
+    assert raw[1000]["reserved_bytes"] == raw[3]["reserved_bytes"]
+
+
 def test_only_calls_in_tail_position_become_tail_calls(exe):
     pcs = tail_call_pcs(exe.functions["loop"], exe.functions)
     calls = [pc for pc, ins in enumerate(exe.functions["loop"].instructions) if getattr(ins, "func", None) == "loop"]
