@@ -2,7 +2,7 @@
 
 Order matters and each step is a named pass (see ``default_pipeline``):
 Normalize → FoldConstant → FoldScaleAxis → ReorderPoolConv → FuseConvEpilogue → FuseChannelAffine →
-FusePoolEpilogue → PlanDevices → MatchJoinedShapes → FuseOps → MemoryAwareOrder → LegalizeOps → ToNonDataflow → SplitHosts → CallTIRRewrite → ConcatInPlace → InplaceElementwise → StaticPlanBlockMemory → LowerAllocTensor →
+FusePoolEpilogue → PlanDevices → MatchJoinedShapes → FuseOps → MemoryAwareOrder → LegalizeOps → ToNonDataflow → SplitHosts → CallTIRRewrite → ConcatInPlace → InplaceElementwise → LoopCarriedInPlace → StaticPlanBlockMemory → LowerAllocTensor →
 KillAfterLastUse, then VM codegen (or graph-executor codegen).
 """
 
@@ -28,6 +28,7 @@ from .transform import (
     InplaceElementwise,
     KillAfterLastUse,
     LegalizeOps,
+    LoopCarriedInPlace,
     LowerAllocTensor,
     MatchJoinedShapes,
     MemoryAwareOrder,
@@ -90,6 +91,7 @@ def default_pipeline(
         DeadCodeElimination(),
         ConcatInPlace(),
         InplaceElementwise(),
+        LoopCarriedInPlace(),
     ]
     if plan_memory:
         passes.append(StaticPlanBlockMemory())

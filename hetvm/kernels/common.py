@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["store", "same_shape", "axes_or_none", "as_ints", "erf", "relu_into", "per_channel"]
+__all__ = ["store", "same_shape", "same_buffer", "axes_or_none", "as_ints", "erf", "relu_into", "per_channel"]
 
 
 def store(out: Any, value: Any) -> None:
@@ -16,6 +16,24 @@ def store(out: Any, value: Any) -> None:
     if tuple(shape) != tuple(out.shape) and shape != ():
         raise ValueError(f"kernel result has shape {tuple(shape)}, output buffer {tuple(out.shape)}")
     out[...] = value
+
+
+def same_buffer(x: Any, out: Any) -> bool:
+    """Whether ``x`` and ``out`` are the same bytes seen the same way (a kernel
+    asked to write over its own input, as LoopCarriedInPlace makes
+    ``scatter_nd`` do): same start, shape, strides and dtype."""
+    if x is out:
+        return True
+    if x.shape != out.shape or x.dtype != out.dtype or x.strides != out.strides:
+        return False
+    return _address(x) == _address(out)
+
+
+def _address(a: Any) -> int:
+    iface = getattr(a, "__array_interface__", None)
+    if iface is not None:
+        return iface["data"][0]
+    return a.data.ptr  # CuPy
 
 
 def same_shape(x: Any, out: Any) -> None:

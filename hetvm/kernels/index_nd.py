@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import HetvmRuntimeError
-from .common import store
+from .common import same_buffer, store
 from .registry import register_kernel
 
 
@@ -70,7 +70,10 @@ def scatter_nd(xp: Any, attrs: dict, data: Any, indices: Any, updates: Any, out:
     k = math.prod(indices.shape[:-1])
     idx = _resolve(xp, "scatter_nd", indices.reshape(k, m), addressed)
     offsets = _flat_offsets(xp, idx, addressed)
-    res = xp.array(data, copy=True).reshape(math.prod(addressed), *rest)
+    # writing over data itself (LoopCarriedInPlace: a loop's preallocated scan
+    # output): only the updated rows are touched
+    in_place = same_buffer(data, out) and out.flags.c_contiguous
+    res = (out if in_place else xp.array(data, copy=True)).reshape(math.prod(addressed), *rest)
     upd = updates.reshape(k, *rest).astype(res.dtype, copy=False)
     if reduction == "update":
         res[offsets] = upd  # duplicates: undefined in ONNX, the last one wins here
@@ -82,7 +85,9 @@ def scatter_nd(xp: Any, attrs: dict, data: Any, indices: Any, updates: Any, out:
             host = np.asarray(res.get() if hasattr(res, "get") else res)
             getattr(np, _UFUNCS[reduction]).at(host, np.asarray(offsets.get()), np.asarray(upd.get()))
             res = xp.asarray(host)
-    store(out, res.reshape(out.shape))
+            in_place = False  # the combined rows are a new array
+    if not in_place:
+        store(out, res.reshape(out.shape))
 
 
 @register_kernel("one_hot")

@@ -16,6 +16,7 @@ from .fuse_pool_epilogue import FusePoolEpilogue
 from .inplace_elementwise import InplaceElementwise
 from .kill_after_last_use import KillAfterLastUse
 from .legalize_ops import LegalizeOps
+from .loop_carried_in_place import LoopCarriedInPlace
 from .lower_alloc_tensor import LowerAllocTensor
 from .match_joined_shapes import MatchJoinedShapes
 from .memory_aware_order import MemoryAwareOrder
@@ -44,6 +45,7 @@ __all__ = [
     "CallTIRRewrite",
     "ConcatInPlace",
     "InplaceElementwise",
+    "LoopCarriedInPlace",
     "MemoryAwareOrder",
     "CanonicalizeBindings",
     "DeadCodeElimination",

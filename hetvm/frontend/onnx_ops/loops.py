@@ -8,7 +8,7 @@ is. One iteration is::
         if i < trips and cond:
             <the body graph, its inputs bound to i, cond, carried...>
             return loop(i + 1, trips, cond_out, carried_out...,
-                        concat(scans, expand_dims(scan_out)), outer...)
+                        scatter_nd(scans, [[i]], [scan_out]), outer...)
         else:
             return (carried..., scans...)
 
@@ -16,9 +16,17 @@ The body is another function, so the enclosing graph's run-time values it
 reads become parameters (``outer``) passed unchanged from one iteration to
 the next; constants stay constants. A carried value whose shape changes from
 one iteration to the next gets fresh symbolic dims (the body is walked again
-with them). Scan outputs grow by one row an iteration; their final length is
-bound by a match_cast after the loop. ``Scan`` is the same loop with its
-trip count the scan inputs' length and each iteration reading one slice.
+with them). ``Scan`` is the same loop with its trip count the scan inputs'
+length and each iteration reading one slice.
+
+Scan outputs: when the number of iterations is known before the loop (a
+``Scan``; a ``Loop`` with a trip count and no condition), the stacked output
+is allocated once before the loop (zeros of that many rows) and each
+iteration writes its row into it (``scatter_nd`` at row ``i``), which
+LoopCarriedInPlace turns into a write in place: linear time, the output's
+bytes once. A ``Loop`` that a condition may end early keeps growing its
+outputs by one row an iteration (``concat``: quadratic time, two copies at
+the end); their final length is bound by a match_cast after the loop.
 """
 
 from __future__ import annotations
@@ -62,6 +70,10 @@ class _Loop:
     first_output: int = 1
     #: values of the enclosing scope ``slices`` reads (Scan's inputs): parameters
     inputs: list[E.Expr] = field(default_factory=list)
+    #: the number of iterations when it is known before the loop (a Scan's
+    #: length; a Loop's trip count when no condition can end it early): scan
+    #: outputs are then preallocated and written row by row
+    rows: P.PrimExpr | E.Expr | None = None
 
 
 class _Retry(Exception):
@@ -163,9 +175,13 @@ def emit_loop(ctx: ConvertContext, node: NodeView, spec: _Loop) -> list[Any]:
     if spec.cond is not None:
         args.append(spec.cond)
     args.extend(ctx.tensor(v) for v in spec.carried)
+    rows = _row_count(ctx, spec.rows) if scan_sinfo and spec.rows is not None else None
     for sinfo in scan_sinfo:
-        empty = np.zeros((0,) + tuple(int(P.const_value(d)) for d in sinfo.shape), dtype=_np_dtype(sinfo.dtype))
-        args.append(ctx.const(empty))
+        row = tuple(int(P.const_value(d)) for d in sinfo.shape)
+        if rows is None:
+            args.append(ctx.const(np.zeros((0,) + row, dtype=_np_dtype(sinfo.dtype))))
+        else:
+            args.append(ctx.call("zeros", (rows,) + row, sinfo.dtype, hint="scan_rows"))
     args.extend(expr for _, expr in captured)
     result = ctx.emit(E.Call(gv, tuple(args), span=ctx.node_span()), "loop")
     outs = []
@@ -174,6 +190,17 @@ def emit_loop(ctx: ConvertContext, node: NodeView, spec: _Loop) -> list[Any]:
         item = ctx.emit(E.TupleGetItem(result, k))
         outs.append(_rematch(ctx, item, f, scan_sinfo[k - len(spec.carried)] if k >= len(spec.carried) else None, node, k))
     return outs
+
+
+def _row_count(ctx: ConvertContext, rows: P.PrimExpr | E.Expr) -> P.PrimExpr:
+    """The preallocated scan outputs' length: ``rows`` itself when a dim, else
+    the value of a 0-d int64 trip count (below 0: none) bound to a fresh dim."""
+    if isinstance(rows, P.PrimExpr):
+        return rows
+    count = ctx.call("maximum", ctx.call("reshape", rows, (1,)), ctx.const(np.array([0], dtype=np.int64)), hint="rows")
+    dim = P.PrimVar(ctx.names.unique("scan_rows_len"))
+    ctx.bb.match_cast(ctx.call("tensor_to_shape", count), S.ShapeStructInfo([dim]), ctx.names.unique("scan_rows_shape"))
+    return dim
 
 
 def _inner_inputs(spec: _Loop) -> set[str]:
@@ -260,7 +287,11 @@ def _build(
             nxt.extend(carried_out)
             for s, y in zip(scans, scan_out):
                 row = ctx.call("expand_dims", y, [0], hint="scan_row")
-                nxt.append(ctx.call("concat", (s, row), axis=0, hint="scan_acc"))
+                if spec.rows is None:
+                    nxt.append(ctx.call("concat", (s, row), axis=0, hint="scan_acc"))
+                else:
+                    at = ctx.call("reshape", i, (1, 1), hint="scan_at")
+                    nxt.append(ctx.call("scatter_nd", s, at, row, "update", hint="scan_acc"))
             nxt.extend(outer)
             again = ctx.emit(E.Call(E.GlobalVar(name), tuple(nxt), span=ctx.node_span()), "next")
             then = bb.end_scope(again)
@@ -367,7 +398,8 @@ def convert_loop(ctx: ConvertContext, node: NodeView) -> list[Any]:
         raise ctx.error("has neither a trip count nor a condition: it would never end")
     carried = [ctx.tensor(2 + j, f"v_initial {j}") for j in range(n)]
     spec = _Loop(
-        body, trips, cond, carried, body.input[0].name, body.input[1].name, [vi.name for vi in body.input[2:]]
+        body, trips, cond, carried, body.input[0].name, body.input[1].name, [vi.name for vi in body.input[2:]],
+        rows=trips if cond is None else None,
     )
     return emit_loop(ctx, node, spec)
 
@@ -401,7 +433,7 @@ def convert_scan(ctx: ConvertContext, node: NodeView) -> list[Any]:
     names = [vi.name for vi in body.input]
     states = [ctx.tensor(j, f"initial state {j}") for j in range(n)]
     spec = _Loop(body, trips, None, states, None, None, names[:n], names[n:],
-                 _scan_slices(in_axes, in_dirs), first_output=0, inputs=xs)  # fmt: skip
+                 _scan_slices(in_axes, in_dirs), first_output=0, inputs=xs, rows=length)  # fmt: skip
     outs = emit_loop(ctx, node, spec)
     k = len(outs) - n
     out_axes = _axes(ctx, node, "scan_output_axes", k, [ctx.rank(o) for o in outs[n:]])
