@@ -249,3 +249,9 @@ def test_a_scan_writes_its_outputs_in_place_and_matches_onnx_runtime():
     from hetvm.pipeline import lower
 
     assert lower(mod, target="llvm").attrs.get("loop_carried_in_place") == {n: 1 for n in mod.functions if n != "main"}
+
+
+def test_a_preallocated_scan_output_on_the_accelerator_matches_onnx_runtime():
+    model, h0, v = _stepping_loop(8, scan=True)
+    _check(model, {"M": np.array(6, np.int64), "h0": h0, "v": v}, heterogeneous=True)
+    _check(model, {"M": np.array(0, np.int64), "h0": h0, "v": v})  # no iteration: no rows
