@@ -137,6 +137,7 @@ def _run_and_report(console, model: Any, mod: Any, setup: Any, args: argparse.Na
         _save_outputs(args.save_outputs, result.outputs, names)
         console.print(f"outputs saved to {args.save_outputs}")
     console.table(copies_table(compiled.explain if setup.heterogeneous else None, compiled.planned_names))
+    _transfers(console, compiled)
     _usage(console, compiled, args)
     console.table(memory_table(_memory_rows(compiled, result, dims), result.memory_note))
     return 0
@@ -184,6 +185,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _run_and_report(console, model, mod, setup, args)
 
 
+def _transfers(console, compiled) -> None:  # noqa: ANN001
+    """The cross-host transfers table, for a build over devices of named hosts."""
+    from .cli_support.reports import transfers_table
+
+    table = transfers_table(compiled.exe, compiled.planned_names)
+    if table is not None:
+        console.table(table)
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     from .cli_support.reports import copies_table
 
@@ -194,6 +204,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     mod = _place(model, args, setup)
     compiled = _compile(mod, setup, "vm", console, model=model)
     console.table(copies_table(compiled.explain if setup.heterogeneous else None, compiled.planned_names))
+    _transfers(console, compiled)
     _usage(console, compiled, args)
     return 0
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from .console import Table, format_bytes, short_bytes
 
-__all__ = ["outputs_table", "copies_table", "memory_table", "memory_rows", "plan_of"]
+__all__ = ["outputs_table", "copies_table", "transfers_table", "memory_table", "memory_rows", "plan_of"]
 
 
 def outputs_table(outputs: Sequence[np.ndarray], names: Sequence[str] | None = None) -> Table:
@@ -112,6 +112,33 @@ def copies_table(report: Any, names: Mapping[str, Any] | None = None) -> Table:
         )
     elif report is None:
         t.footer = "(a single device: no copies)"
+    return t
+
+
+def transfers_table(exe: Any, names: Mapping[str, Any] | None = None, function: str = "main") -> Table | None:
+    """What crosses the network per request, from the build's host schedule
+    (``SplitHosts``): one row per (value, destination host), as the runtime sends
+    it. The device copies count a value once per destination device; a value read
+    by two devices of a host is one transfer here. None without named hosts."""
+    from .naming import display
+
+    meta = getattr(exe, "metadata", None)
+    schedule = ((meta or {}).get("host_parts") or {}).get(function) if isinstance(meta, dict) else None
+    if not schedule:
+        return None
+    names = names or {}
+    t = Table("Cross-host transfers (per request)", ["#", "value", "from", "to", "bytes", "read on"])
+    total = 0
+    for i, tr in enumerate(schedule.get("transfers", []), 1):
+        nbytes = int(tr["bytes"])
+        total += nbytes
+        t.add(i, display(str(tr["value"]), names), tr["src"], tr["dst"], format_bytes(nbytes),
+              ", ".join(tr.get("devices") or []) or "-")  # fmt: skip
+        t.notes.append(f"{display(str(tr['value']), names)} to {tr['dst']}: {_named(str(tr.get('reason', '-')), names)}")
+    n = len(schedule.get("transfers", []))
+    parts = " -> ".join(p["host"] for p in schedule.get("parts", []))
+    t.footer = (f"{n} value{'' if n == 1 else 's'} sent between hosts, {format_bytes(total)} per request "
+                f"(each once per destination host); parts run {parts}") if n else f"nothing crosses hosts; parts run {parts}"  # fmt: skip
     return t
 
 

@@ -22,7 +22,8 @@ single-host reference.
 The schedule is recorded in ``mod.attrs["host_parts"]`` (JSON-like, so it
 travels in the executable's metadata): per function, its parts (name, host,
 inputs, outputs, which outputs stay on the host and which are sent), the
-function's results and every transfer with its bytes. ``hetvm.distributed``
+function's results and every transfer (one per value and destination host) with
+its bytes, the copies it serves there and the planner's reason. ``hetvm.distributed``
 runs it. Values other than tensors (shapes, objects) may not cross hosts, and
 control flow whose branches span hosts is refused: both get a clear error.
 """
@@ -275,14 +276,18 @@ class _Splitter:
             if len(parts) > 1:
                 functions[fname] = self.part_function(fname, params, [it.binding for it in local_items[k]], outputs)
         transfers = []
+        why = self.copy_records()
         for v, dsts in sent.items():
             src_host = parts[part_of[v]].host
             nbytes = self.nbytes(v)
-            copies = [t.name_hint for t, s in transfer_src.items() if s is v]
+            copies = [t for t, s in transfer_src.items() if s is v]
             for h in dsts:
+                mine = [t for t in copies if self.host_of(t.struct_info) == h]
                 transfers.append({
                     "value": names.of(v), "src": src_host, "dst": h, "bytes": nbytes,
-                    "from_part": part_of[v], "copies": [c for c in copies],
+                    "from_part": part_of[v], "copies": [t.name_hint for t in mine],
+                    "devices": [self.device_of(t) for t in mine],
+                    "reason": next((why[t.name_hint] for t in mine if t.name_hint in why), "-"),
                 })
         schedule = {
             "hosts": self.hosts,
@@ -292,6 +297,14 @@ class _Splitter:
             "transfers": transfers,
         }
         return functions, schedule
+
+    def copy_records(self) -> dict[str, str]:
+        """Copy variable -> the device planner's reason for it (``device_copies``)."""
+        out: dict[str, str] = {}
+        for c in self.mod.attrs.get("device_copies") or []:
+            if c.get("function") == self.name and c.get("copy"):
+                out.setdefault(str(c["copy"]), str(c.get("reason", "-")))
+        return out
 
     def nbytes(self, v: E.Var) -> int:
         return sum(tensor_nbytes(t, self.bounds) for t in _tensor_leaves(v.struct_info))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import hetvm
@@ -32,3 +34,22 @@ def test_explain_splits_the_demo_model_over_two_hosts(capsys, demo_onnx):
     assert code == 0, err
     assert "hostA/cpu:0 -> hostB/sim:0: 1 copy" in out
     assert "stage 2 of 2" in out
+
+
+def test_explain_lists_one_transfer_per_value_and_host(capsys, tmp_path):
+    """b is read by hostB's sim and CPU: two device copies, one value sent over the network."""
+    from hetvm.script import print_module
+    from hetvm.testing.multi_host import pinned_pair
+
+    path = tmp_path / "pinned_pair.py"
+    path.write_text(print_module(pinned_pair()))
+    code = main(["explain", str(path), "--devices", "hostA/cpu,hostB/cpu,hostB/sim:0", "--plain"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "hostA/cpu:0 -> hostB/sim:0: 2 copies" in out  # the device copies: b and d to the sim
+    transfers = out[out.index("Cross-host transfers"):]
+    rows = [line.split() for line in transfers.splitlines() if re.match(r"\d+ +\w+ +hostA +hostB ", line)]
+    assert [r[:5] for r in rows] == [["1", "b", "hostA", "hostB", "128"], ["2", "d", "hostA", "hostB", "128"]]
+    assert "hostB/sim:0, hostB/cpu:0" in transfers  # b's one transfer serves both devices
+    assert "2 values sent between hosts, 256 B per request" in transfers
+    assert "b to hostB: R.hint_on_device(..., hostB/sim:0)" in transfers

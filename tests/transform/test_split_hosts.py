@@ -57,6 +57,8 @@ def test_a_value_read_by_two_devices_of_a_host_is_sent_there_once():
     schedule = schedule_of(exe)
     b = [t for t in schedule.transfers if t["value"] == "b"]
     assert len(b) == 1 and b[0]["bytes"] == 4 * 8 * 4 and sorted(b[0]["copies"]) == ["b_hostB_cpu0", "b_hostB_sim0"]
+    assert sorted(b[0]["devices"]) == ["hostB/cpu:0", "hostB/sim:0"]
+    assert b[0]["reason"] == "R.hint_on_device(..., hostB/sim:0)"  # the planner's, from device_copies
     np.testing.assert_array_equal(split, single)
     assert hosts.stats()["hostB"]["received_bytes"] == schedule.bytes_to("hostB")
     assert hosts.stats()["hostB"]["requests_held"] == 0  # the request's values were dropped
