@@ -1,23 +1,27 @@
 """Throughput of a light model split over two hosts (stage mode) on Ray, against one host.
 
 Starts a local two-node Ray cluster (``ray.cluster_utils.Cluster``; each node is
-one "host" with one CPU and a small object store), builds an MLP twice:
+one "host" with one CPU and a small object store) and builds the model twice:
 
-* one host: every layer on ``hostA/cpu`` (one Ray actor);
-* two hosts: stage mode over ``hostA/cpu`` and ``hostB/sim:0`` (two actors, the
-  activations between the stages cross through Ray's object store);
+* one host: everything on ``hostA/cpu`` (one Ray actor);
+* two hosts: stage mode over ``hostA/cpu`` and ``hostB/sim:0`` (two actors; the
+  activations at the cut cross through Ray's object store);
 
-and runs the same requests with 1 and with ``--in-flight`` requests submitted at
-once (pipelining). Prints requests/s, and where one request's time goes with
-one in flight: compute (the workers' VM time), staging (device -> host copies
-of what is sent), Ray overhead (an empty actor round trip per part) and the
-rest (object-store transfer and scheduling); then one activation's hop from
-hostA to hostB through the object store against a Ray Compiled Graph channel.
+The model is SqueezeNet, one of the onnx package's light CNNs, with seeded
+random weights (``--model squeezenet``, the default; ``--model mlp`` is an
+MLP of ``--layers`` x ``--width``). It runs the same requests with 1 and with
+``--in-flight`` requests submitted at once (pipelining) and prints requests/s,
+and where one request's time goes with one in flight: compute (the workers' VM
+time, per host), staging (device -> host copies of what is sent), Ray calls
+(an empty actor round trip per part) and the rest (object-store transfer and
+scheduling); then one boundary activation's hop from hostA to hostB through
+the object store against a Ray Compiled Graph channel.
 
 Both nodes share this machine's cores, so two "hosts" do not add compute here:
 the figures show the overheads and whether stages overlap, not a real network.
 
-    python benchmarks/distributed.py --requests 40 --layers 8 --width 256
+    python benchmarks/distributed.py --requests 32 --in-flight 4
+    python benchmarks/distributed.py --model mlp --requests 40 --layers 8 --width 256
 """
 
 from __future__ import annotations
@@ -29,17 +33,23 @@ import time
 import numpy as np
 
 
-def _build(layers: int, width: int, batch: int, two_hosts: bool):
+def _build(args: argparse.Namespace, two_hosts: bool):
+    """The module, its executable and a function making request inputs (by seed)."""
     import hetvm
-    from hetvm.testing.multi_host import HOST_A_CPU, HOST_B_SIM, mlp
+    from hetvm.testing.multi_host import HOST_A_CPU, HOST_B_SIM, STAGES, inputs_for, light_cnn, mlp
 
-    if two_hosts:
-        mod = mlp(layers, width, batch, devices=[HOST_A_CPU, HOST_B_SIM], constant_weights=True)
-        opts = {"stages": ["hostA/cpu", "hostB/sim:0"]}
-    else:
-        mod = mlp(layers, width, batch, devices=[HOST_A_CPU], constant_weights=True)
-        opts = {}
-    return mod, hetvm.build(mod, plan_devices_options=opts)
+    devices = [HOST_A_CPU, HOST_B_SIM] if two_hosts else [HOST_A_CPU]
+    opts = {"stages": STAGES} if two_hosts else {}
+    if args.model == "mlp":
+        mod = mlp(args.layers, args.width, args.batch, devices=devices, constant_weights=True)
+        return mod, hetvm.build(mod, plan_devices_options=opts), lambda seed: inputs_for(mod, seed=seed)
+    mod = light_cnn(args.model, devices=devices, seed=0)
+    shape = tuple(int(d.value) for d in mod["main"].params[0].struct_info.shape)
+
+    def make(seed: int) -> list[np.ndarray]:
+        return [np.random.default_rng(seed).standard_normal(shape).astype("float32")]
+
+    return mod, hetvm.build(mod, plan_devices_options=opts), make
 
 
 def _ping_s(ray, actor, n: int = 20) -> float:
@@ -104,11 +114,12 @@ def _measure(ray, dvm, requests, in_flight: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--requests", type=int, default=40)
-    ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--width", type=int, default=256)
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--model", default="squeezenet", help="a light ONNX model's name (squeezenet, ...) or mlp")
+    ap.add_argument("--requests", type=int, default=32)
     ap.add_argument("--in-flight", type=int, default=4)
+    ap.add_argument("--layers", type=int, default=8, help="mlp only")
+    ap.add_argument("--width", type=int, default=256, help="mlp only")
+    ap.add_argument("--batch", type=int, default=32, help="mlp only")
     args = ap.parse_args()
 
     import ray
@@ -116,7 +127,6 @@ def main() -> None:
 
     import hetvm
     from hetvm.distributed import DistributedVM, host_resource, schedule_of
-    from hetvm.testing.multi_host import inputs_for
 
     small = dict(num_cpus=1, object_store_memory=100 * 2**20)
     t0 = time.perf_counter()
@@ -125,22 +135,25 @@ def main() -> None:
     cluster.add_node(resources={host_resource("hostB"): 1}, **small)
     ray.init(address=cluster.address, log_to_driver=False)
     cluster.wait_for_nodes()
-    print(f"two-node cluster started in {time.perf_counter() - t0:.1f} s")
+    print(f"two-node cluster started in {time.perf_counter() - t0:.1f} s; model {args.model}")
+    boundary = 0
     try:
         for two in (False, True):
-            mod, exe = _build(args.layers, args.width, args.batch, two)
+            mod, exe, make = _build(args, two)
             sched = schedule_of(exe)
-            reqs = [inputs_for(mod, seed=s) for s in range(args.requests)]
-            local = hetvm.VirtualMachine(exe)
-            for r in reqs[:3]:  # warm: first calls set up kernels and pools
+            if two:
+                boundary = max((int(t["bytes"]) for t in sched.transfers), default=0)
+            reqs = [make(s) for s in range(args.requests)]
+            local = hetvm.VirtualMachine(exe, threads=1)  # as a Ray worker runs (OMP_NUM_THREADS=1)
+            for r in reqs[:2]:  # warm: first calls set up kernels and pools
                 local["main"](*r)
             t = time.perf_counter()
             for r in reqs:
                 local["main"](*r)
             local_rps = len(reqs) / (time.perf_counter() - t)
-            with DistributedVM(exe, timeout=120) as dvm:
+            with DistributedVM(exe, timeout=300) as dvm:
                 ref = np.asarray(local["main"](*reqs[0]).copyto(hetvm.cpu()).numpy())
-                np.testing.assert_allclose(dvm(*reqs[0]), ref, rtol=1e-5, atol=1e-5)
+                np.testing.assert_allclose(dvm(*reqs[0]), ref, rtol=1e-5, atol=1e-6)
                 dvm.reset_stats()
                 t = time.perf_counter()
                 dvm.run_many(reqs, in_flight=1)
@@ -149,7 +162,8 @@ def main() -> None:
                 rps1 = 1 / wall1
                 rpsn = _measure(ray, dvm, reqs, args.in_flight)
                 ping = statistics.mean(_ping_s(ray, dvm.actor(h)) for h in sched.hosts if h in stats)
-            compute = sum(s["compute_s"] for s in stats.values()) / len(reqs)
+            per_host = {h: s["compute_s"] / len(reqs) for h, s in stats.items()}
+            compute = sum(per_host.values())
             staging = sum(s["staging_s"] for s in stats.values()) / len(reqs)
             received = sum(s["received_bytes"] for s in stats.values()) / len(reqs)
             overhead = ping * len(sched.parts)
@@ -157,15 +171,16 @@ def main() -> None:
             name = "two hosts (stage mode)" if two else "one host"
             print(f"\n{name}: {len(sched.parts)} part(s), {sched.transfer_bytes} bytes cross hosts per request "
                   f"(measured {received:.0f})")
-            print(f"  in-process VM, all on this machine: {local_rps:8.1f} req/s")
-            print(f"  Ray, 1 in flight:                   {rps1:8.1f} req/s  ({wall1 * 1e3:.2f} ms/request)")
-            print(f"  Ray, {args.in_flight} in flight:                   {rpsn:8.1f} req/s")
-            print(f"  one request: compute {compute * 1e3:.2f} ms, staging {staging * 1e3:.2f} ms, "
+            print(f"  in-process VM, 1 thread, no Ray:    {local_rps:8.2f} req/s")
+            print(f"  Ray, 1 in flight:                   {rps1:8.2f} req/s  ({wall1 * 1e3:.1f} ms/request)")
+            print(f"  Ray, {args.in_flight} in flight:                   {rpsn:8.2f} req/s")
+            hosts_text = ", ".join(f"{h} {c * 1e3:.1f}" for h, c in per_host.items())
+            print(f"  one request: compute {compute * 1e3:.1f} ms ({hosts_text}), staging {staging * 1e3:.2f} ms, "
                   f"Ray calls {overhead * 1e3:.2f} ms ({len(sched.parts)} x {ping * 1e3:.2f} ms round trip), "
-                  f"transfer and scheduling {rest * 1e3:.2f} ms")
-        act = args.batch * args.width * 4
+                  f"transfer and scheduling {rest * 1e3:.1f} ms")
+        act = boundary or 4
         store, channel = _store_vs_channel(ray, act)
-        print(f"\none {act}-byte activation hostA -> hostB: object store {store * 1e3:.2f} ms, "
+        print(f"\none {act}-byte boundary activation hostA -> hostB: object store {store * 1e3:.2f} ms, "
               + (f"compiled graph channel {channel * 1e3:.2f} ms" if isinstance(channel, float)
                  else f"compiled graph {channel}"))  # fmt: skip
     finally:
