@@ -86,7 +86,7 @@ def plan_module(
         if "main" not in mod.functions:
             raise DevicePlanError("stages: the module has no function 'main' to cut into stages")
         stage_plan = plan_stages(problem, table, collector.op_domain, mod["main"], list(stages), link_costs)
-    placement = solve(problem, table)
+    placement = solve(problem, table, link_costs)
     rewriter = Rewriter(mod, table, collector, placement)
     out = rewriter.run()
     copies = rewriter.copy_records()

@@ -145,3 +145,70 @@ def test_explain_lists_a_value_read_by_two_devices_of_a_host_as_one_transfer():
     assert sorted(b[0]["devices"]) == ["hostA/cpu:0 -> hostB/cpu:0", "hostA/cpu:0 -> hostB/sim:0"]
     assert report.transfer_bytes < report.total_bytes  # the copies count b twice, the network once
     assert report.to_json()["transfers"] == report.transfers
+
+
+def _gather(second_input) -> hetvm.ir.IRModule:  # noqa: ANN001
+    """c = concat(a, b, a) of a = exp(x), b = exp(y), 1 KB each, computed on hostB (hostA's
+    CPU has no exp here), read on hostA: c on hostA sends a and b (2 KB in two transfers),
+    on hostB sends c (3 KB in one)."""
+    x = Var("x", struct_info=TensorStructInfo((256,), "float32", vdevice=HOST_B_CPU))
+    y = Var("y", struct_info=TensorStructInfo((256,), "float32", vdevice=second_input))
+    bb = BlockBuilder()
+    with bb.function("main", [x, y]):
+        with bb.dataflow():
+            a = bb.emit(R.exp(x), name_hint="a")
+            b = bb.emit(R.exp(y), name_hint="b")
+            c = bb.emit(R.concat([a, b, a]), name_hint="c")
+            out = bb.emit_output(bb.emit(R.hint_on_device(c, HOST_A_CPU), name_hint="out"))
+        bb.emit_func_output(out)
+    devices = [HOST_A_CPU, HOST_B_CPU] + ([second_input] if second_input is not HOST_B_CPU else [])
+    return bb.get().with_global_infos(vdevice=devices)
+
+
+NO_EXP_ON_A = {"hostA/cpu:0": {"exp"}}
+
+
+def _device_of(result, name: str) -> str:
+    (b,) = [b for block in result.mod["main"].body.blocks for b in block.bindings if b.var.name_hint == name]
+    return str(b.var.struct_info.vdevice)
+
+
+@pytest.mark.parametrize("second_input", [HOST_B_CPU, HOST_B_SIM], ids=["two_devices", "three_devices"])
+def test_link_latency_weights_the_placement(second_input):
+    mod = Normalize()(_gather(second_input))
+    # 10 Gbit/s, 200 us: one 3 KB transfer (202 us) beats two 1 KB ones (402 us)
+    assert _device_of(plan_module(mod, missing_kernels=NO_EXP_ON_A), "c") == "hostB/cpu:0"
+    # a network without latency: the fewest bytes, a and b cross
+    no_latency = {"cross_host": {"latency": 0}}
+    assert _device_of(plan_module(mod, missing_kernels=NO_EXP_ON_A, links=no_latency), "c") == "hostA/cpu:0"
+    for links, sent in ((None, {"c": 3 * 1024}), (no_latency, {"a": 1024, "b": 1024})):
+        exe = hetvm.build(mod, plan_devices_options={"missing_kernels": NO_EXP_ON_A, "links": links})
+        schedule = schedule_of(exe)
+        assert {t["value"]: t["bytes"] for t in schedule.transfers} == sent
+        hosts = LocalHosts(exe)
+        args = inputs_for(mod)
+        np.testing.assert_array_equal(hosts(*args), as_numpy_tree(hetvm.VirtualMachine(exe)["main"](*args)))
+        assert hosts.stats()["hostA"]["received_bytes"] == sum(sent.values())
+
+
+def test_three_devices_send_fewer_bytes_between_hosts_than_within_one():
+    """y = z @ u with z (600 KB) on hostA and u (1 MB) on hostB's sim, which has no
+    matmul; y is read on hostB's CPU. On hostA it sends 1 MB + 240 B over the network;
+    on hostB's CPU 600 KB over the network and 1 MB within hostB (more bytes in all,
+    less time: intra-host copies are 13x faster by default)."""
+    z = Var("z", struct_info=TensorStructInfo((6, 25000), "float32", vdevice=HOST_A_CPU))
+    u = Var("u", struct_info=TensorStructInfo((25000, 10), "float32", vdevice=HOST_B_SIM))
+    bb = BlockBuilder()
+    with bb.function("main", [z, u]):
+        with bb.dataflow():
+            y = bb.emit(R.matmul(z, u), name_hint="y")
+            out = bb.emit_output(bb.emit(R.hint_on_device(y, HOST_B_CPU), name_hint="out"))
+        bb.emit_func_output(out)
+    mod = Normalize()(bb.get().with_global_infos(vdevice=[HOST_A_CPU, HOST_B_CPU, HOST_B_SIM]))
+    result = plan_module(mod, missing_kernels={"hostB/sim:0": {"matmul"}})
+    assert _device_of(result, "y") == "hostB/cpu:0"
+    cross = [(c["value"], c["bytes"]) for c in result.copies if c["src"].split("/")[0] != c["dst"].split("/")[0]]
+    assert cross == [("z", 6 * 25000 * 4)]
+    assert [(c["value"], c["src"], c["dst"]) for c in result.copies if c["value"] == "u"] == [
+        ("u", "hostB/sim:0", "hostB/cpu:0")
+    ]
