@@ -274,17 +274,19 @@ class _Emitter:
         if isinstance(ins, KernelCall):
             self.kernel_call(pc, ins, ind)
         elif isinstance(ins, Call):
-            if ins.dst in direct.tensors:
-                return  # carved with its storage
+            if ins.dst in direct.tensors or ins.dst in direct.unused:
+                return  # carved with its storage (or read only to carve)
             self.call(pc, ins, ind)
             views = direct.by_storage.get(ins.dst)
             if views:
-                specs = [direct.tensors[r][1:] for r in views]
-                carve = self.bind(make_carver(specs, f"function '{self.func.name}', pc {pc}"), "_V")
+                recipes, variables = direct.recipes(ins.dst)
+                where = f"function '{self.func.name}', pc {pc}"
+                carve = self.bind(make_carver(recipes, variables, where), "_V")
                 names = "".join(f"d{r}, " for r in views)
-                self.emit(ind, f"{names}= {carve}(r{ins.dst})", pc)
+                env = ", E" if variables else ""
+                self.emit(ind, f"{names}= {carve}(r{ins.dst}{env})", pc)
         elif isinstance(ins, Kill):
-            if ins.reg in direct.tensors or pc in direct.moved_kills:
+            if ins.reg in direct.tensors or ins.reg in direct.unused or pc in direct.moved_kills:
                 return  # a direct view has no count; a moved kill runs later
             kill = "C.kill" if self.state.trace or self.state.poison else "_kill"
             self.emit(ind, f"{kill}(r{ins.reg}); r{ins.reg} = None", pc)
@@ -483,7 +485,7 @@ class _Emitter:
         used = set()
         for ins in self.func.instructions:
             for r in _registers_of(ins):
-                if r >= len(self.func.params) and r not in self.direct.tensors:
+                if r >= len(self.func.params) and r not in self.direct.tensors and r not in self.direct.unused:
                     used.add(r)  # (a direct view lives in d<r>, never in r<r>)
         header = [(0, f"def _vmfn({params}):", None)]
         if used:

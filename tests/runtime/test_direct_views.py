@@ -191,13 +191,14 @@ def test_a_returned_view_keeps_its_source_an_ndarray():
 def test_views_at_the_same_place_are_one_array():
     """An in-place output is a view at its input's place: one array object, so
     NumPy's ufunc sees ``out`` is its input (not a second view it must check)."""
-    from hetvm.runtime.direct_views import make_carver
+    from hetvm.runtime.direct_carve import Place, make_carver
     from hetvm.runtime.memory import Storage
 
     alloc = _inplace_exe(returned_view=False).allocator(0)
     storage = Storage(alloc.alloc(64))
     f32 = np.dtype(F32)
-    carve = make_carver([(0, (4,), f32), (16, (4,), f32), (0, (4,), f32), (0, (2, 2), f32)], "test")
+    specs = [(0, (4,)), (16, (4,)), (0, (4,)), (0, (2, 2))]
+    carve = make_carver([Place(off, dims, f32, "test") for off, dims in specs], (), "test")
     a, b, same, other = carve(storage)
     assert same is a and b is not a and other is not a
     assert np.shares_memory(other, a) and not np.shares_memory(a, b)
@@ -214,3 +215,112 @@ def test_an_in_place_chain_of_tiny_tensors_runs_over_one_array():
         x, y = rng.standard_normal((2, 4)).astype(F32)
         a = x + y
         np.testing.assert_allclose(vm["main"](x, y).numpy(), a * y - x + a, rtol=1e-6)
+
+
+N = ["var", "n"]
+
+
+def _symbolic_exe(misfit=False, tuple_source=False):
+    """main(x: (n,)): t = exp(x) and u = -t in one storage of 8n bytes at symbolic
+    offsets (make_shape / prim_value registers, as a symbolic memory plan has
+    them), v = reshape(u, (n, 1)); returns v + v (or u in a tuple)."""
+    second = ["mul", N, 8] if misfit else ["mul", N, 4]
+    instrs = [
+        Call(1, B + "make_shape", (imm([["mul", N, 8]]),)),
+        Call(2, B + "alloc_storage", (r(1), imm(0), imm("global"))),
+        Call(3, B + "make_shape", (imm([N]),)),
+        Call(4, B + "alloc_tensor", (r(2), imm(0), r(3), imm(F32))),
+        KernelCall("exp", {}, 0, (r(0), r(4)), 1),
+        Call(5, B + "prim_value", (imm(second),)),
+        Call(6, B + "alloc_tensor", (r(2), r(5), r(3), imm(F32))),
+        KernelCall("negative", {}, 0, (r(4), r(6)), 1),
+        Call(7, B + "make_shape", (imm([N, 1]),)),
+        Call(8, B + "reshape", (r(6), r(7))),
+        Call(9, B + "alloc_tensor_direct", (imm([N, 1]), imm(F32), imm(0))),
+        KernelCall("add", {}, 0, (r(8), r(8), r(9)), 1),
+        Kill(4), Kill(8), Kill(2), Kill(3), Kill(5), Kill(7),
+    ]  # fmt: skip
+    if tuple_source:
+        instrs += [Call(10, B + "make_tuple", (r(6), r(9))), Ret(10)]
+    else:
+        instrs += [Kill(6), Ret(9)]
+    main = VMFunction("main", ["x"], [tensor([N])], 11, instrs, {})
+    return hetvm.VirtualMachine(Executable([CPU], [], {"main": main}))
+
+
+def test_symbolic_offsets_and_shapes_are_carved_once_per_shape():
+    vm = _symbolic_exe()
+    src = vm.source("main")
+    # one carve of t, u and the reshape of u; the offset and shape registers that
+    # only placed them are gone, and no tensor is made by alloc_tensor or reshape
+    assert "d4, d6, d8, = _V" in src and ", E)" in src, src
+    assert "r3 =" not in src and "r5 =" not in src and "r7 =" not in src and "_A" not in src
+    for n in (4, 7, 4, 1, 0):  # new shapes carve anew; the pooled block's views follow
+        x = np.linspace(-1, 1, n, dtype=F32)
+        np.testing.assert_allclose(vm["main"](x).numpy(), -2 * np.exp(x).reshape(n, 1), rtol=1e-6)
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
+
+
+def test_a_symbolic_view_of_a_tensor_that_keeps_its_ndarray_keeps_its_own():
+    vm = _symbolic_exe(tuple_source=True)
+    src = vm.source("main")
+    assert "d4, = _V" in src and "d6" not in src and "d8" not in src, src
+    x = np.linspace(-1, 1, 5, dtype=F32)
+    u, v = vm["main"](x)
+    np.testing.assert_allclose(u.numpy(), -np.exp(x), rtol=1e-6)
+    np.testing.assert_allclose(v.numpy(), -2 * np.exp(x).reshape(5, 1), rtol=1e-6)
+
+
+def test_a_symbolic_tensor_that_does_not_fit_names_its_pc():
+    vm = _symbolic_exe(misfit=True)
+    with pytest.raises(hetvm.HetvmError, match=r"pc 6: tensor \(3,\) float32 at offset 24 .* storage of 24 bytes"):
+        vm["main"](np.zeros(3, F32))
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
+    np.testing.assert_allclose(vm["main"](np.zeros(0, F32)).numpy(), np.zeros((0, 1)))  # fits at n = 0
+
+
+def test_a_variable_bound_in_the_body_keeps_the_ndarray_path():
+    """m is bound by match_cast mid-function: its tensors are made where they are."""
+    M = ["var", "m"]
+    instrs = [
+        Call(1, B + "match_cast", (r(0), imm({"kind": "tensor", "shape": [M], "dtype": F32, "device": 0}))),
+        Call(2, B + "alloc_storage", (imm([["mul", M, 4]]), imm(0), imm("global"))),
+        Call(3, B + "alloc_tensor", (r(2), imm(0), imm([M]), imm(F32))),
+        KernelCall("exp", {}, 0, (r(1), r(3)), 1),
+        Call(4, B + "alloc_tensor_direct", (imm([M]), imm(F32), imm(0))),
+        KernelCall("negative", {}, 0, (r(3), r(4)), 1),
+        Kill(3), Kill(2), Ret(4),
+    ]  # fmt: skip
+    info = {"kind": "tensor", "ndim": 1, "dtype": F32, "device": 0}
+    main = VMFunction("main", ["x"], [info], 5, instrs, {})
+    vm = hetvm.VirtualMachine(Executable([CPU], [], {"main": main}))
+    assert "= _V" not in vm.source("main")
+    x = np.linspace(-1, 1, 3, dtype=F32)
+    np.testing.assert_allclose(vm["main"](x).numpy(), -np.exp(x), rtol=1e-6)
+
+
+SYMBOLIC = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 16), "float32"), y: R.Tensor(("n", 16), "float32")) -> R.Tensor(("n", 16), "float32"):
+        a = R.add(x, y)
+        b = R.multiply(a, y)
+        c = R.subtract(b, x)
+        d = R.add(c, a)
+        return d
+"""
+
+
+def test_a_built_symbolic_program_runs_its_intermediates_as_direct_views():
+    with PassContext(disabled_pass=["FuseOps"]):
+        exe = hetvm.build(from_source(SYMBOLIC))
+    vm = hetvm.VirtualMachine(exe)
+    src = vm.source("main")
+    assert "= _V" in src and ", E)" in src and "_A" not in src, src
+    rng = np.random.default_rng(2)
+    for n in (3, 9, 3):
+        x, y = rng.standard_normal((2, n, 16)).astype(F32)
+        a = x + y
+        np.testing.assert_allclose(vm["main"](x, y).numpy(), a * y - x + a, rtol=1e-6)
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
