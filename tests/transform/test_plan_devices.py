@@ -522,3 +522,28 @@ def test_a_copy_inside_a_loop_body_is_reported_per_iteration():
     inside = [c for c in report.copies if c["function"] == "loop"]
     assert inside and all(c["per_iteration_of"] == "loop" for c in inside)
     assert all("made on every iteration of loop 'loop'" in c["reason"] for c in inside)
+
+
+@pytest.mark.parametrize("trips,per_iteration", [("trips", False), ("R.const(4, \"int64\")", True), ("R.const(64, \"int64\")", False)])
+def test_a_known_trip_count_weighs_the_copies_inside_a_loop(trips, per_iteration):
+    """The matmul may run on the CPU (its result and the carried value then cross
+    on every iteration: 128 bytes each) or on the accelerator (the 1,024-byte
+    exp(w) crosses once, before the loop). Four known iterations make the first
+    cheaper; 64, or an unknown count (weighed as 16), the second. explain says
+    which count it used."""
+    import hetvm
+    from hetvm.script import from_source
+    from hetvm.testing.loop_programs import counting_loop
+
+    src = counting_loop(16, body_device="sim").replace(
+        't: R.Tensor((1, 16), "float32", "sim")', 't: R.Tensor((1, 16), "float32")').replace(
+        'y = cls.loop(R.const(0, "int64"), trips, x, e)', f'y = cls.loop(R.const(0, "int64"), {trips}, x, e)')
+    copies = hetvm.explain(from_source(src)).copies
+    inside = [c for c in copies if c["per_iteration_of"] == "loop"]
+    assert bool(inside) is per_iteration
+    if per_iteration:
+        assert all(c["trip_count"] == 4 and "(4 iterations: 256 bytes per entry of the loop)" in c["reason"] for c in inside)
+    else:
+        before = [c for c in copies if "before loop 'loop'" in c["reason"]]
+        want = "unknown trip count" if trips == "trips" else "64 iterations"
+        assert before and all(want in c["reason"] for c in before)

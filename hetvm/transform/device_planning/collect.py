@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ...analysis.tail_calls import self_recursive
+from ...analysis.trip_counts import TripCount, trip_counts
 from ...errors import DevicePlanError
 from ...ir import expr as E
 from ...ir import struct_info as S
@@ -28,19 +29,31 @@ from ...op.effects import kernel_op_of
 from .devices import DeviceKey, DeviceTable, key_str
 from .graph import CONST, Constraint, Demand, Problem, Tree, tensor_nbytes, where, zip_leaves
 
-#: what the minimum cut assumes a loop's iterations to be: a copy inside a loop
-#: body costs this many times its bytes, one made before the loop once
+#: what the minimum cut assumes a loop's iterations to be when its trip count
+#: is not known at compile time: a copy inside a loop body costs this many times
+#: its bytes, one made before the loop once
 LOOP_ITERATIONS = 16
 
 
-def loop_repeats(mod: IRModule) -> dict[str, int]:
+def loop_weight(trips: TripCount | None) -> int:
+    """The iterations a copy inside a loop is weighed by: the trip count when
+    known, ``LOOP_ITERATIONS`` when not, and for a loop that runs *at most* N
+    times the smaller of N and ``LOOP_ITERATIONS``; never below 1."""
+    if trips is None:
+        return LOOP_ITERATIONS
+    return max(trips.count if trips.exact else min(trips.count, LOOP_ITERATIONS), 1)
+
+
+def loop_repeats(mod: IRModule, trips: dict[str, TripCount] | None = None) -> dict[str, int]:
     """Function -> the times its body may run per call of the program: a loop
-    (a function calling itself in tail position) ``LOOP_ITERATIONS`` times per
+    (a function calling itself in tail position) ``loop_weight`` times per
     call, a function called from a loop body as often as that body."""
+    if trips is None:
+        trips = trip_counts(mod)
     calls: dict[str, set[str]] = {}
     own: dict[str, int] = {}
     for name, func in mod.functions.items():
-        own[name] = LOOP_ITERATIONS if self_recursive(func, name) else 1
+        own[name] = loop_weight(trips.get(name)) if self_recursive(func, name) else 1
         for callee in _callees(func):
             if callee != name and callee in mod:
                 calls.setdefault(callee, set()).add(name)
@@ -103,7 +116,8 @@ class Collector:
 
     # -- entry -----------------------------------------------------------------
     def run(self) -> Problem:
-        self.problem.repeats = loop_repeats(self.mod)
+        self.problem.trip_counts = trip_counts(self.mod)
+        self.problem.repeats = loop_repeats(self.mod, self.problem.trip_counts)
         self.problem.loops = {n for n, f in self.mod.functions.items() if self_recursive(f, n)}
         for name, func in self.mod.functions.items():
             self._declare_function(name, func)

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from ...analysis.trip_counts import TripCount
 from ...errors import DevicePlanError
 from ...ir import prim as P
 from ...ir import struct_info as S
@@ -105,6 +106,8 @@ class Problem:
         self.repeats: dict[str, int] = {}
         #: functions that are loops (call themselves in tail position)
         self.loops: set[str] = set()
+        #: loops whose iterations are known at compile time (see analysis/trip_counts.py)
+        self.trip_counts: dict[str, TripCount] = {}
 
     # -- domains -------------------------------------------------------------
     def new_domain(self, label: str, span: Span | None = None, op: str | None = None) -> int:

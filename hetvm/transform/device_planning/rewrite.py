@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ...analysis.trip_counts import TripCount
 from ...ir import expr as E
 from ...ir import struct_info as S
 from ...ir.module import IRModule
 from ...ir.op_registry import DeviceBehavior, get_op, op_info
 from ...ir.structural import structural_equal
-from .collect import Collector
+from .collect import LOOP_ITERATIONS, Collector
 from .devices import DeviceKey, DeviceTable, device_key, key_str
 from .graph import CONST, Tree
 from .solve import Placement
@@ -467,13 +468,16 @@ class Rewriter:
             if _specific(src_reason):
                 reason += f"; '{val.name}' is on {key_str(src)} because {src_reason}"
             loop = val.func if val.func in self.problem.loops else None
+            trips = self.problem.trip_counts.get(loop) if loop is not None else None
             if loop is not None:  # the copy sits in a loop body: it runs on every iteration
-                reason += f"; made on every iteration of loop '{loop}'"
+                reason += f"; made on every iteration of loop '{loop}' ({_iterations(trips, val.nbytes)})"
             else:
                 into = [d.consumer.split("(")[0] for d in demands if d.kind == "call-arg"]
                 entered = [f for f in into if f in self.problem.loops]
                 if entered:
-                    reason += f"; made once, before loop '{entered[0]}' (not per iteration)"
+                    known = self.problem.trip_counts.get(entered[0])
+                    its = known.describe() if known is not None else "unknown trip count"
+                    reason += f"; made once, before loop '{entered[0]}' (not per iteration; {its})"
             span = first.span if first is not None else val.span
             out.append({
                 "value": val.name,
@@ -483,6 +487,9 @@ class Rewriter:
                 "dst": key_str(dst),
                 "bytes": int(val.nbytes),
                 "per_iteration_of": loop,
+                # the copies one entry of that loop makes: its trip count (None: unknown)
+                "trip_count": None if trips is None else trips.count,
+                "trip_count_exact": None if trips is None else trips.exact,
                 "consumers": consumers,
                 "reason": reason,
                 "kind": first.kind if first is not None else "planned",
@@ -491,6 +498,14 @@ class Rewriter:
                 "pass": "<input>" if any(d.kind == "to_vdevice" for d in demands) else "PlanDevices",
             })
         return out
+
+
+def _iterations(trips: TripCount | None, nbytes: int) -> str:
+    """What a copy inside a loop amounts to per entry of the loop."""
+    if trips is None:
+        return f"unknown trip count; the placement weighed it as {LOOP_ITERATIONS} iterations"
+    total = f"{trips.count * int(nbytes):,} bytes"
+    return f"{trips.describe()}: {'' if trips.exact else 'at most '}{total} per entry of the loop"
 
 
 def _specific(reason: str) -> bool:
