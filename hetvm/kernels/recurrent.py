@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
 from .common import store
 from .registry import register_kernel
 
@@ -35,6 +37,21 @@ def _bounded(xp: Any, fn: Callable[[Any], Any], clip: float | None, dtype: Any) 
     return lambda v: fn(xp.clip(v, -clip, clip)).astype(dtype, copy=False)
 
 
+def _check_lengths(lens: Any, steps: int, batch: int) -> None:
+    """``sequence_lens`` known only at run time: one entry per batch row, each in
+    [0, steps] (ONNX Runtime refuses others too); the VM names the node."""
+    values = np.asarray(lens.get() if hasattr(lens, "get") else lens).reshape(-1)
+    if values.size != batch:
+        raise ValueError(f"sequence_lens has {values.size} entries for a batch of {batch}")
+    bad = np.flatnonzero((values < 0) | (values > steps))
+    if bad.size:
+        b = int(bad[0])
+        raise ValueError(
+            f"sequence_lens[{b}] = {int(values[b])} is outside [0, {steps}] (the sequence length); "
+            f"sequence_lens = {values.tolist()}"
+        )
+
+
 @register_kernel("nn.recurrent_scan")
 def recurrent_scan(xp: Any, attrs: dict, x_proj: Any, r_t: Any, extra: Any, h0: Any, c0: Any, lens: Any,
                    y: Any, h_out: Any, c_out: Any) -> None:  # fmt: skip
@@ -49,6 +66,8 @@ def recurrent_scan(xp: Any, attrs: dict, x_proj: Any, r_t: Any, extra: Any, h0: 
     h = h0.copy()
     c = c0.copy() if kind == "LSTM" else None
     masked = bool(attrs.get("masked"))
+    if masked:
+        _check_lengths(lens, steps, h0.shape[0])
     lens_col = lens.reshape(-1, 1) if masked else None
     order = range(steps - 1, -1, -1) if attrs.get("reverse") else range(steps)
     if kind == "GRU" and not attrs.get("linear_before_reset"):

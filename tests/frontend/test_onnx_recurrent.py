@@ -302,3 +302,22 @@ def test_scan_runs_on_the_accelerator():
     out = vm["main"](*feeds.values())
     _compare([o.copyto(hetvm.cpu(0)).numpy() for o in out], _onnxruntime(model, feeds))
     assert vm.memory_report()["sim:0"]["peak_bytes"] > 0
+
+
+@pytest.mark.parametrize("op", KINDS)
+@pytest.mark.parametrize("bad", [4, -1])
+def test_sequence_lens_outside_the_sequence_at_run_time_name_the_node_and_value(op, bad):
+    """sequence_lens as a graph input is checked when the kernel runs: an entry
+    above the sequence length (3) or below 0 is an error naming the node and
+    the entry, not a silently masked (or wrong) result."""
+    from hetvm.errors import HetvmError
+
+    model, feeds = _model(op, lens="input")
+    vm = hetvm.VirtualMachine(hetvm.build(from_onnx(model), target="llvm"), hetvm.cpu())
+    lens = feeds["L"].copy()
+    lens[1] = bad
+    feeds["L"] = lens
+    with pytest.raises(HetvmError) as info:
+        vm["main"](*[hetvm.nd.array(v) for v in feeds.values()])
+    message = str(info.value)
+    assert f"my_{op.lower()}" in message and f"sequence_lens[1] = {bad} is outside [0, 3]" in message, message
