@@ -339,15 +339,27 @@ class SeqExpr(Expr):
             blocks = _merge_adjacent_blocks(blocks)
         object.__setattr__(self, "blocks", blocks)
         if self.struct_info is None and self.body.struct_info is not None:
-            # symbolic vars this scope's match_casts define do not leave it
-            local = [
-                v
-                for block in self.blocks
-                for b in block.bindings
-                if isinstance(b, MatchCast)
-                for v in definable_vars(b.struct_info)
-            ]
-            object.__setattr__(self, "struct_info", local_erase(self.body.struct_info, local))
+            object.__setattr__(self, "struct_info", scope_struct_info(self.blocks, self.body.struct_info))
+
+
+def scope_struct_info(blocks: Sequence[BindingBlock], body: StructInfo, outer: Iterable[prim.PrimVar] = ()) -> StructInfo:
+    """The struct info of a scope ending in ``body``: symbolic vars its own
+    match_casts define do not leave it. A match_cast naming a var defined
+    *before* the scope (``outer``: a parameter's dim, an enclosing
+    match_cast's) only checks it and does not make it local: without
+    ``outer`` (a SeqExpr built with no view of its enclosing scope) every var
+    a match_cast names counts as local. Whoever builds a branch knows the
+    enclosing scope and passes it (the TVMScript parser, ExprMutator)."""
+    keep = set(outer)
+    local = [
+        v
+        for block in blocks
+        for b in block.bindings
+        if isinstance(b, MatchCast)
+        for v in definable_vars(b.struct_info)
+        if v not in keep
+    ]
+    return local_erase(body, local)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

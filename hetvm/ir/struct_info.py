@@ -198,6 +198,14 @@ def local_erase(sinfo: StructInfo, local: Iterable[prim.PrimVar]) -> StructInfo:
     return erase_to_well_defined(sinfo, mentioned - drop)
 
 
+def mentioned_vars(sinfo: StructInfo | None) -> set[prim.PrimVar]:
+    """The symbolic vars ``sinfo`` names anywhere (shapes, prim values, tuple fields)."""
+    out: set[prim.PrimVar] = set()
+    if sinfo is not None:
+        _collect_vars(sinfo, out)
+    return out
+
+
 def _collect_vars(sinfo: StructInfo, out: set) -> None:
     dims: Iterable[PrimExpr] = ()
     if isinstance(sinfo, TensorStructInfo):

@@ -192,7 +192,11 @@ class ExprMutator:
             and body is seq.body
         ):
             return seq
-        return E.SeqExpr(blocks, body, span=seq.span)  # type: ignore[return-value]
+        sinfo = None
+        if body.struct_info is not None and seq.struct_info is not None:
+            # the dims the old result kept were defined outside the scope: they still are
+            sinfo = E.scope_struct_info(blocks, body.struct_info, S.mentioned_vars(seq.struct_info))
+        return E.SeqExpr(blocks, body, struct_info=sinfo, span=seq.span)  # type: ignore[return-value]
 
     def visit_binding_block(self, block: E.BindingBlock) -> E.BindingBlock:
         self._emitted.append([])

@@ -587,7 +587,13 @@ class FunctionParser:
             self.scope.frames.pop()
         if bindings:
             blocks.append(E.BindingBlock(bindings))
-        return E.SeqExpr(blocks, body, span=self.env.diag.span(last)), name, ann, last
+        sinfo = None
+        if body.struct_info is not None:
+            # dims the enclosing scope defined (parameters, outer match_casts) stay
+            # defined after a match_cast in the branch names them again
+            outer = {v for frame in self.scope.frames for var in frame.values() for v in S.mentioned_vars(var.struct_info)}
+            sinfo = E.scope_struct_info(blocks, body.struct_info, outer)
+        return E.SeqExpr(blocks, body, struct_info=sinfo, span=self.env.diag.span(last)), name, ann, last
 
 
 def _branch_result(fp: FunctionParser, last: ast.stmt, label: str) -> tuple[str, ast.AST | None, ast.AST]:

@@ -196,3 +196,81 @@ def test_span_is_carried():
     x = Var("x", struct_info=T, span=sp)
     assert x.span is sp and str(sp) == "model.py:3:5"
     assert x.with_struct_info(ShapeStructInfo(ndim=1)).span is sp
+
+
+# --------------------------------------------------------------------------
+# a match_cast inside an If branch and the dims the signature defines
+# --------------------------------------------------------------------------
+
+_BRANCH_MATCH_CAST = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(state: R.Tensor(["N"], dtype="float32"), A: R.Tensor(["M", 16], dtype="float32"), B: R.Tensor(["M", 32], dtype="float32"), scale: R.Prim("float32")):
+        N = T.int64()
+        M = T.int64()
+        if N == 16:
+            weights: R.Tensor([M, 16], "float32") = A * scale
+            weights: R.Tensor([M, N], "float32") = R.match_cast(weights, R.Tensor([M, N], "float32"))
+            weights: R.Tensor([M, N], "float32") = weights * scale
+        else:
+            weights: R.Tensor([M, 32], "float32") = B * scale
+            weights: R.Tensor([M, N], "float32") = R.match_cast(weights, R.Tensor([M, N], "float32"))
+            weights: R.Tensor([M, N], "float32") = weights * scale
+        weights: R.Tensor([M, N], "float32") = weights * scale
+        out: R.Tensor([M], "float32") = R.matmul(weights, state)
+        return out
+'''
+
+
+def _if_result(mod):
+    (b,) = [b for block in mod["main"].body.blocks for b in block.bindings if isinstance(b.value, E.If)]
+    return b.var.struct_info
+
+
+def test_a_match_cast_in_a_branch_keeps_the_dims_the_signature_defines():
+    """TVM's test_transform_canonicalize_bindings case: each branch match_casts
+    to [M, N], dims of the parameters; the If's result keeps [M, N] (it used to
+    become ndim=2, and the annotation after it was refused)."""
+    from hetvm.script import from_source
+
+    mod = from_source(_BRANCH_MATCH_CAST)
+    m, n = mod["main"].params[1].struct_info.shape[0], mod["main"].params[0].struct_info.shape[0]
+    assert _if_result(mod).shape == (m, n)
+    assert mod["main"].ret_struct_info.shape == (m,)
+
+
+def test_a_pass_rebuilding_the_branch_keeps_those_dims():
+    from hetvm.ir.visitor import ExprMutator
+    from hetvm.script import from_source
+
+    class RenameScale(ExprMutator):  # rebuilds every block that reads scale
+        def visit_call(self, call):
+            out = super().visit_call(call)
+            return E.replace(out, span=None) if out is call else out
+
+    mod = from_source(_BRANCH_MATCH_CAST)
+    again = RenameScale().visit_module(mod)
+    m, n = mod["main"].params[1].struct_info.shape[0], mod["main"].params[0].struct_info.shape[0]
+    assert _if_result(again).shape == (m, n)
+
+
+def test_a_dim_only_a_branch_defines_still_does_not_leave_it():
+    from hetvm.script import from_source
+
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(c: R.Tensor((), "bool"), x: R.Tensor(["N"], "float32")):
+        N = T.int64()
+        K = T.int64()
+        if c:
+            y = R.match_cast(x, R.Tensor([K], "float32"))
+            z = R.add(y, y)
+        else:
+            z = R.add(x, x)
+        return z
+'''
+    sinfo = _if_result(from_source(src))
+    assert sinfo.shape is None and sinfo.ndim == 1
