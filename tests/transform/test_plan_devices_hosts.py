@@ -132,8 +132,35 @@ def test_memory_plan_per_host_and_device_and_limits():
     need = plan["hostB/sim:0"]["need_bytes"]
     assert need > 0 and plan["hostB/sim:0"]["part"] == "main__part1"
     check_memory_limits(exe, {"hostB/sim:0": need})
-    with pytest.raises(hetvm.MemoryPlanError, match=f"does not fit hostB/sim:0: main__part1 plans {need} bytes"):
+    with pytest.raises(hetvm.MemoryPlanError, match=f"does not fit hostB/sim:0: .* {need} bytes in all, over its limit"):
         LocalHosts(exe, memory_limits={"hostB/sim:0": need - 1})
+
+
+LAYER_BYTES = (16 * 16 + 16) * 4  # one layer's weight and bias, width 16
+
+
+@pytest.mark.parametrize("constant_weights", [False, True], ids=["weights_as_inputs", "weights_as_constants"])
+def test_memory_limits_count_the_weights_as_well_as_activations(constant_weights):
+    """Stage 2 of a 4-layer MLP holds layers 2 and 3 on hostB/sim:0: their weights are
+    refused with the activations, whether they come as inputs or as constants."""
+    exe = hetvm.build(mlp(layers=4, width=16, batch=4, constant_weights=constant_weights),
+                      plan_devices_options={"stages": STAGES})  # fmt: skip
+    entry = memory_by_device(exe)["hostB/sim:0"]
+    activation = 4 * 16 * 4  # the (4, 16) activation hostB receives
+    if constant_weights:
+        assert entry["param_bytes"] == activation
+        assert entry["weight_bytes"] >= 2 * LAYER_BYTES  # (and the fused relu's scale of ones)
+    else:
+        assert entry["param_bytes"] == activation + 2 * LAYER_BYTES and entry["weight_bytes"] == 0
+    activations = entry["part_bytes"] + entry["kept_bytes"]
+    assert 0 < activations < 2 * LAYER_BYTES
+    assert entry["need_bytes"] == entry["weight_bytes"] + entry["param_bytes"] + activations
+    with pytest.raises(hetvm.MemoryPlanError) as info:
+        check_memory_limits(exe, {"hostB/sim:0": activations + activation})  # room for activations only
+    text = str(info.value)
+    assert f"{entry['weight_bytes']} bytes of weights (constants)" in text
+    assert f"takes {entry['param_bytes']} bytes of parameters" in text
+    assert f"{entry['need_bytes']} bytes in all, over its limit of {activations + activation} bytes" in text
 
 
 def test_explain_lists_a_value_read_by_two_devices_of_a_host_as_one_transfer():
