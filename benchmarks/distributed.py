@@ -21,6 +21,7 @@ Both nodes share this machine's cores, so two "hosts" do not add compute here:
 the figures show the overheads and whether stages overlap, not a real network.
 
     python benchmarks/distributed.py --requests 32 --in-flight 4
+    python benchmarks/distributed.py --requests 32 --in-flight 4 --cross-bandwidth 1e6   # a cut under 100 KiB
     python benchmarks/distributed.py --model mlp --requests 40 --layers 8 --width 256
 """
 
@@ -39,7 +40,9 @@ def _build(args: argparse.Namespace, two_hosts: bool):
     from hetvm.testing.multi_host import HOST_A_CPU, HOST_B_SIM, STAGES, inputs_for, light_cnn, mlp
 
     devices = [HOST_A_CPU, HOST_B_SIM] if two_hosts else [HOST_A_CPU]
-    opts = {"stages": STAGES} if two_hosts else {}
+    opts: dict = {"stages": STAGES} if two_hosts else {}
+    if two_hosts and args.cross_bandwidth:  # the planner's network: a slower one cuts where fewer bytes cross
+        opts["links"] = {"cross_host": {"bandwidth": args.cross_bandwidth}}
     if args.model == "mlp":
         mod = mlp(args.layers, args.width, args.batch, devices=devices, constant_weights=True)
         return mod, hetvm.build(mod, plan_devices_options=opts), lambda seed: inputs_for(mod, seed=seed)
@@ -117,6 +120,8 @@ def main() -> None:
     ap.add_argument("--model", default="squeezenet", help="a light ONNX model's name (squeezenet, ...) or mlp")
     ap.add_argument("--requests", type=int, default=32)
     ap.add_argument("--in-flight", type=int, default=4)
+    ap.add_argument("--cross-bandwidth", type=float, default=None, metavar="BYTES/S",
+                    help="the cross-host bandwidth the planner assumes (default 1.25e9, 10 Gbit/s)")
     ap.add_argument("--layers", type=int, default=8, help="mlp only")
     ap.add_argument("--width", type=int, default=256, help="mlp only")
     ap.add_argument("--batch", type=int, default=32, help="mlp only")
@@ -143,6 +148,8 @@ def main() -> None:
             sched = schedule_of(exe)
             if two:
                 boundary = max((int(t["bytes"]) for t in sched.transfers), default=0)
+                cut = exe.metadata["device_stages"]["ranges"]
+                print(f"stage cut: ops {cut[0][0]}..{cut[0][1]} on hostA/cpu, {cut[1][0]}..{cut[1][1]} on hostB/sim:0")
             reqs = [make(s) for s in range(args.requests)]
             local = hetvm.VirtualMachine(exe, threads=1)  # as a Ray worker runs (OMP_NUM_THREADS=1)
             for r in reqs[:2]:  # warm: first calls set up kernels and pools
