@@ -202,7 +202,7 @@ def certificate(mod: IRModule, time_limit: float) -> tuple[int, int, int, bool]:
     packed bytes, the lower bound, the exact solver's bytes for the same
     lifetimes, and whether the solver proved them optimal."""
     from hetvm.analysis.exact_packing import exact_pack
-    from hetvm.transform.memory_planning.packing import max_live_bytes, pack
+    from hetvm.arena_packing import max_live_bytes, pack
     from hetvm.transform.static_plan_block_memory import _buffers, _collect_sites
 
     life, groups, _, _ = _collect_sites("main", mod["main"], mod, False)

@@ -1,6 +1,6 @@
 """An exact packing of buffers with fixed lifetimes: the certificate for the planner.
 
-The planner's packing (``transform/memory_planning/packing.py``) is a set of
+The planner's packing (``hetvm/arena_packing.py``) is a set of
 greedy strategies; this module answers how far from optimal they are for the
 order the program was given. It searches the offsets exactly, by branch and
 bound, within a time limit, with no dependency beyond the standard library.

@@ -37,10 +37,10 @@ dies after its own last read.
 from __future__ import annotations
 
 import bisect
-import heapq
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable
 
+from ..arena_packing import BranchPath, Interval, conflicts, exclusive  # noqa: F401 - re-exported
 from ..ir import expr as E
 from ..ir import struct_info as S
 from ..ir.module import IRModule
@@ -59,8 +59,6 @@ __all__ = [
     "conflicts",
 ]
 
-Interval = tuple[int, int]  # inclusive (first, last) positions
-BranchPath = tuple[tuple[int, int], ...]  # ((if id, 0 true / 1 false), ...), outermost first
 
 #: locations whose bytes the planner may give to a later tensor once their interval ends
 _REUSABLE = (Result.FRESH, Result.CARVED)
@@ -92,38 +90,6 @@ def intervals_overlap(a: tuple[Interval, ...], b: tuple[Interval, ...]) -> bool:
     return False
 
 
-def exclusive(a: BranchPath, b: BranchPath) -> bool:
-    """True when locations with these branch paths can never exist in the same call."""
-    for (ia, ba), (ib, bb) in zip(a, b):
-        if ia != ib:
-            return False
-        if ba != bb:
-            return True
-    return False
-
-
-def conflicts(items: Sequence[tuple[tuple[Interval, ...], BranchPath]]) -> list[list[int]]:
-    """For each (intervals, branch path) item, the indices of the items live at a
-    common position in the same call (a sweep over sorted intervals)."""
-    spans: list[tuple[int, int, int]] = []
-    for i, (intervals, _) in enumerate(items):
-        for lo, hi in intervals:
-            spans.append((lo, hi, i))
-    spans.sort()
-    pairs: list[set[int]] = [set() for _ in items]
-    active: dict[int, int] = {}  # span id -> item index
-    ends: list[tuple[int, int]] = []  # heap of (end, span id)
-    for sid, (lo, hi, i) in enumerate(spans):
-        while ends and ends[0][0] < lo:
-            _, old = heapq.heappop(ends)
-            active.pop(old, None)
-        for j in active.values():
-            if j != i and not exclusive(items[i][1], items[j][1]):
-                pairs[i].add(j)
-                pairs[j].add(i)
-        active[sid] = i
-        heapq.heappush(ends, (hi, sid))
-    return [sorted(p) for p in pairs]
 
 
 @dataclass

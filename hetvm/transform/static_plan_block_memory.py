@@ -37,13 +37,13 @@ from ..analysis.sizes import (
     tensor_nbytes,
 )
 from ..analysis.symbolic_bytes import ByteMax, format_bytes_expr, is_nonnegative
+from ..arena_packing import DEFAULT_ALIGNMENT, Buffer, max_live_bytes, pack
 from ..errors import MemoryPlanError
 from ..ir import expr as E
 from ..ir import prim as P
 from ..ir.module import IRModule
 from .lower_alloc_tensor import alloc_storage_call, alloc_tensor_from_storage
 from .memory_planning.lifetimes import analyze_lifetimes
-from .memory_planning.packing import DEFAULT_ALIGNMENT, Buffer, max_live_bytes, pack
 from .memory_planning.symbolic_packing import SymbolicBuffer, max_live_symbolic, pack_symbolic
 from .pass_infra import Pass, PassContext
 

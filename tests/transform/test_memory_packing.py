@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import random
 
-from hetvm.transform.memory_planning.lifetimes import exclusive, intervals_overlap, merge_intervals
-from hetvm.transform.memory_planning.packing import (
+from hetvm.arena_packing import (
     Buffer,
     PackResult,
     align_up,
@@ -14,6 +13,7 @@ from hetvm.transform.memory_planning.packing import (
     pack,
     sweep_pack,
 )
+from hetvm.transform.memory_planning.lifetimes import exclusive, intervals_overlap, merge_intervals
 
 
 def assert_valid(buffers, result, alignment=64):

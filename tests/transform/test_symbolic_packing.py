@@ -22,9 +22,9 @@ from hetvm.analysis.symbolic_bytes import (
     format_bytes_expr,
     provably_le,
 )
+from hetvm.arena_packing import Buffer, max_live_bytes, pack
 from hetvm.ir import prim as P
 from hetvm.testing.fuzz_settings import fuzz_settings
-from hetvm.transform.memory_planning.packing import Buffer, max_live_bytes, pack
 from hetvm.transform.memory_planning.symbolic_packing import (
     SymbolicBuffer,
     max_live_symbolic,

@@ -1,4 +1,6 @@
-"""Memory planning building blocks: the planner's view of lifetimes, and packing.
+"""Memory planning building blocks: the planner's view of lifetimes, and packing
+(the constant packer is ``hetvm.arena_packing``: the VM re-packs symbolic
+arenas with it at call time).
 
 ``StaticPlanBlockMemory`` (one directory up) composes them. The facts they
 rest on are analyses (``hetvm.analysis``: values, liveness, sizes, the peak
@@ -6,8 +8,15 @@ simulation), which the report and the overlap check read too.
 """
 
 from ...analysis.sizes import SizeBound, declared_upper_bounds, shape_nbytes, tensor_nbytes
+from ...arena_packing import (
+    Buffer,
+    PackResult,
+    align_up,
+    conflict_lists,
+    max_live_bytes,
+    pack,
+)
 from .lifetimes import FunctionLifetimes, analyze_lifetimes, intervals_overlap, merge_intervals
-from .packing import Buffer, PackResult, align_up, conflict_lists, max_live_bytes, pack
 
 __all__ = [
     "Buffer",

@@ -4,7 +4,7 @@ The plan must hold for every value of the variables, so offsets are
 expressions too. How (and why it is sound):
 
 1. **Pick an order.** At a few reference points (every variable 1, 4, ..., 256)
-   the sizes are numbers; the constant packer (:func:`.packing.pack`) places
+   the sizes are numbers; the constant packer (:func:`hetvm.arena_packing.pack`) places
    them. Sorting the tensors by their offset there gives a total order.
 2. **Compact symbolically.** In that order, a tensor's offset is the maximum,
    over the tensors *before it in the order that are live at the same time*,
@@ -37,8 +37,8 @@ from typing import Mapping, Sequence
 
 from ...analysis.liveness import BranchPath, Interval, conflicts
 from ...analysis.symbolic_bytes import ByteMax, align_bytes
+from ...arena_packing import Buffer, count_overlapping_pairs, max_live_bytes, pack
 from ...ir import prim as P
-from .packing import Buffer, count_overlapping_pairs, max_live_bytes, pack
 
 __all__ = ["SymbolicBuffer", "SymbolicPackResult", "pack_symbolic", "max_live_symbolic", "REFERENCE_VALUES"]
 

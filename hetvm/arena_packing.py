@@ -1,5 +1,14 @@
 """Offset packing: place buffers with lifetimes in one arena, as small as we can.
 
+Plain integers and intervals, no IR, and no import of any hetvm package: the
+memory planner packs with it at build time
+(``transform/static_plan_block_memory.py``), the analyses read its interval
+sweep (``conflicts``), and the VM packs with it at call time, when it
+re-packs a symbolic arena at a call's sizes (``runtime/plan_specialise.py``)
+-- one algorithm, so the plan predicted before a call is the plan the call
+uses. It sits at the top of the package, like ``errors.py``, because the
+runtime imports no compiler package and the analyses none of the runtime.
+
 This is the dynamic storage allocation problem (NP-hard), so we run several
 greedy strategies and keep the smallest arena:
 
@@ -22,11 +31,48 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ...analysis.liveness import BranchPath, Interval, conflicts
+__all__ = [
+    "Buffer", "PackResult", "pack", "max_live_bytes", "conflict_lists", "align_up",
+    "Interval", "BranchPath", "exclusive", "conflicts", "count_overlapping_pairs",
+]  # fmt: skip
 
-__all__ = ["Buffer", "PackResult", "pack", "max_live_bytes", "conflict_lists", "align_up"]
+Interval = tuple[int, int]  # inclusive (first, last) positions
+BranchPath = tuple[tuple[int, int], ...]  # ((if id, 0 true / 1 false), ...), outermost first
 
 DEFAULT_ALIGNMENT = 64
+
+def exclusive(a: BranchPath, b: BranchPath) -> bool:
+    """True when locations with these branch paths can never exist in the same call."""
+    for (ia, ba), (ib, bb) in zip(a, b):
+        if ia != ib:
+            return False
+        if ba != bb:
+            return True
+    return False
+
+
+def conflicts(items: Sequence[tuple[tuple[Interval, ...], BranchPath]]) -> list[list[int]]:
+    """For each (intervals, branch path) item, the indices of the items live at a
+    common position in the same call (a sweep over sorted intervals)."""
+    spans: list[tuple[int, int, int]] = []
+    for i, (intervals, _) in enumerate(items):
+        for lo, hi in intervals:
+            spans.append((lo, hi, i))
+    spans.sort()
+    pairs: list[set[int]] = [set() for _ in items]
+    active: dict[int, int] = {}  # span id -> item index
+    ends: list[tuple[int, int]] = []  # heap of (end, span id)
+    for sid, (lo, hi, i) in enumerate(spans):
+        while ends and ends[0][0] < lo:
+            _, old = heapq.heappop(ends)
+            active.pop(old, None)
+        for j in active.values():
+            if j != i and not exclusive(items[i][1], items[j][1]):
+                pairs[i].add(j)
+                pairs[j].add(i)
+        active[sid] = i
+        heapq.heappush(ends, (hi, sid))
+    return [sorted(p) for p in pairs]
 
 
 def align_up(n: int, alignment: int) -> int:
