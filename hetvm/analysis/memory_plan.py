@@ -88,6 +88,7 @@ def memory_plan_report(mod: IRModule) -> dict[str, dict[int, dict[str, Any]]]:
         if name not in mod:
             continue
         prediction = predict_peak(mod, name, derive_kills)
+        at_call = _specialised_prediction(mod, name, facts, derive_kills)
         devices: dict[int, dict[str, Any]] = {}
         fact_devs = {int(k): v for k, v in facts.get("devices", {}).items()}
         for dev in sorted(set(fact_devs) | set(prediction.peak)):
@@ -108,8 +109,50 @@ def memory_plan_report(mod: IRModule) -> dict[str, dict[int, dict[str, Any]]]:
                 ],
             }
             _symbolic_figures(entry, d, prediction.symbolic.get(dev))
+            if at_call is not None and "predicted_peak_bytes_expr" in entry:
+                _specialised_figures(entry, d, at_call, dev)
         report[name] = devices
     return report
+
+
+ARENA_ATOM = "%arena:"  # the name of an arena's size in a specialised prediction (no dim is named so)
+
+
+def _specialised_prediction(mod: IRModule, name: str, facts: dict, derive_kills: bool) -> Any:
+    """The peak simulation with the size of each arena the VM re-packs at call
+    time (``"specialise"`` in its facts) as an atom ``%arena:<var>``: a
+    maximum over expressions in the dims and those atoms, which
+    ``memory_plan(dims=...)`` evaluates with the arenas' sizes at ``dims``
+    (``runtime/plan_specialise.py``). None when the function has no such arena."""
+    names = {a["var"] for d in facts.get("devices", {}).values() for a in d.get("arenas", []) if "specialise" in a}
+    if not names:
+        return None
+    func = mod[name]
+    blocks = []
+    for block in func.body.blocks:
+        bindings = []
+        for b in block.bindings:
+            value = b.value  # type: ignore[attr-defined]
+            if isinstance(b, E.VarBinding) and b.var.name_hint in names and is_storage_alloc(value):
+                size = E.ShapeExpr((P.PrimVar(ARENA_ATOM + b.var.name_hint),))
+                b = E.VarBinding(b.var, E.replace(value, args=(size, *value.args[1:])), span=b.span)
+            bindings.append(b)
+        blocks.append(type(block)(tuple(bindings), span=block.span))
+    body = E.SeqExpr(tuple(blocks), func.body.body, struct_info=func.body.struct_info, span=func.body.span)
+    return predict_peak(mod.with_functions({**mod.functions, name: E.replace(func, body=body)}), name, derive_kills)
+
+
+def _specialised_figures(entry: dict[str, Any], facts: dict[str, Any], prediction: Any, dev: int) -> None:
+    """What ``memory_plan(dims=...)`` evaluates for a device with re-packed
+    arenas: the peak with the arenas as atoms and, per arena, its size (an int
+    for a constant arena, else its name: the VM's placement decides)."""
+    peak = prediction.symbolic.get(dev)
+    if peak is None:
+        return
+    entry["at_call"] = {
+        "predicted_peak_bytes_expr": peak.serialize(),
+        "arenas": [a["var"] if "specialise" in a else a.get("nbytes") for a in facts.get("arenas", [])],
+    }
 
 
 SYMBOLIC_FIGURES = ("planned_bytes", "lower_bound_bytes", "no_reuse_bytes", "predicted_peak_bytes")

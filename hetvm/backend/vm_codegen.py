@@ -77,6 +77,9 @@ class _FunctionCodegen:
         self.reg_of: dict[E.Var, Arg] = {}
         self.num_registers = 0
         self.debug_info: dict[int, dict] = {}
+        self.specialised = _specialised_arenas(mod, name)
+        # arena var -> (register of its call-time placement, tensor name -> tuple index)
+        self.placement_of: dict[E.Var, tuple[int, dict[str, int]]] = {}
 
     def new_reg(self) -> int:
         r = self.num_registers
@@ -255,7 +258,12 @@ class _FunctionCodegen:
             self.reg_of[var] = ("i", None)
             return
         builtin_args: tuple[Arg, ...]
-        if name == "memory.alloc_storage":  # (size, dev, scope, dtype)
+        if name == "memory.alloc_storage" and var.name_hint in self.specialised:
+            size = self.arena_placement(var)
+            builtin, builtin_args = "vm.builtin.alloc_storage", (size, self.arg(a[1]), self.arg(a[2]))
+        elif name == "memory.alloc_tensor" and a and a[0] in self.placement_of:
+            builtin, builtin_args = "vm.builtin.alloc_tensor", self.placed_tensor_args(var, a)
+        elif name == "memory.alloc_storage":  # (size, dev, scope, dtype)
             builtin, builtin_args = "vm.builtin.alloc_storage", (self.arg(a[0]), self.arg(a[1]), self.arg(a[2]))
         elif name == "vm.alloc_storage":  # (size, dev, dtype[, scope])
             scope = self.arg(a[3]) if len(a) > 3 else ("i", "global")
@@ -301,6 +309,31 @@ class _FunctionCodegen:
         dst = self.define(var)
         self.code.append(B.Call(dst, builtin, builtin_args))
 
+    def arena_placement(self, arena: E.Var) -> Arg:
+        """For a symbolic arena the planner specialises at call time: the
+        ``arena_plan`` of this call's dims (offsets for each tensor, kept in a
+        register) and the register holding its size."""
+        spec = self.specialised[arena.name_hint]
+        dims = self.new_reg()
+        self.code.append(B.Call(dims, "vm.builtin.make_shape", (("i", [["var", d] for d in spec["dims"]]),)))
+        placed = self.new_reg()
+        self.code.append(B.Call(placed, "vm.builtin.arena_plan", (("i", [self.name, arena.name_hint]), ("r", dims))))
+        index = {b["name"]: k + 1 for k, b in enumerate(spec["buffers"])}
+        self.placement_of[arena] = (placed, index)
+        size = self.new_reg()
+        self.code.append(B.Call(size, "vm.builtin.tuple_getitem", (("r", placed), ("i", 0))))
+        return ("r", size)
+
+    def placed_tensor_args(self, var: E.Var, a: tuple) -> tuple[Arg, ...]:
+        """``alloc_tensor`` arguments with the offset read from the call's placement."""
+        placed, index = self.placement_of[a[0]]
+        k = index.get(var.name_hint)
+        if k is None:
+            raise HetvmError(f"codegen: tensor '{var.name_hint}' of {self.name} is carved from a specialised arena that does not list it")
+        offset = self.new_reg()
+        self.code.append(B.Call(offset, "vm.builtin.tuple_getitem", (("r", placed), ("i", k))))
+        return (self.arg(a[0]), ("r", offset), *(self.arg(x) for x in a[2:4]))
+
     def run(self) -> B.VMFunction:
         params = []
         infos = []
@@ -324,6 +357,19 @@ class _FunctionCodegen:
             sym_bounds={str(k): [None, int(v)] for k, v in bounds.items()},
             debug_info=dict(self.debug_info),
         )
+
+
+def _specialised_arenas(mod: IRModule, name: str) -> dict[str, dict]:
+    """Arena var name -> the planner's call-time specialisation spec, for the
+    symbolic arenas of function ``name`` (see ``runtime/plan_specialise.py``)."""
+    plan = mod.attrs.get("memory_plan")
+    facts = plan.get("functions", {}).get(name) if isinstance(plan, dict) else None
+    out: dict[str, dict] = {}
+    for dev in (facts or {}).get("devices", {}).values():
+        for arena in dev.get("arenas", []):
+            if "specialise" in arena:
+                out[arena["var"]] = arena["specialise"]
+    return out
 
 
 def debug_info_of(span: Any) -> dict | None:

@@ -32,6 +32,9 @@ Builtins (``Call(dst, "vm.builtin.<name>", args)``), arguments in this order:
 ``reshape(src, shape)``                                      a view of ``src`` sharing its bytes
 ``view_at(src, offset, shape)``                              a tensor of ``shape`` over ``src``'s bytes
                                                              from byte ``offset`` (same dtype)
+``arena_plan([function, arena], dims)``                      ``(ShapeTuple([bytes]), offset, ...)``: a
+                                                             symbolic arena packed at these dim values
+                                                             (``runtime/plan_specialise.py``)
 ===========================================================  ====================================
 
 The view builtins (``reshape``, ``view_at`` and any other in
@@ -99,6 +102,7 @@ BUILTINS = (
     "identity",
     "make_closure",
     "invoke_closure",
+    "arena_plan",
 )
 PRIM_OPS = ("add", "sub", "mul", "floordiv", "floormod", "min", "max", "eq", "ne", "lt", "le", "gt", "ge")
 PARAM_KINDS = ("tensor", "shape", "prim", "tuple", "object")
@@ -330,10 +334,11 @@ def debug_label(info: dict | None) -> str:
 # --------------------------------------------------------------------------
 
 
-def memory_plan_of(metadata: dict, dims: Mapping[str, int] | None = None) -> dict:
+def memory_plan_of(metadata: dict, dims: Mapping[str, int] | None = None, specialiser: Any = None) -> dict:
     """The memory plan a build recorded in its metadata (VM executable or graph
     module alike): function -> device index -> the planner's figures; with
-    ``dims`` (name -> value), the figures that depend on them evaluated there."""
+    ``dims`` (name -> value), the figures that depend on them evaluated there
+    (with ``specialiser``, a symbolic arena's as the VM packs it at ``dims``)."""
     report = metadata.get("memory_plan_report")
     if not isinstance(report, dict):
         raise HetvmRuntimeError("this build carries no memory plan (built with plan_memory=False?)")
@@ -342,7 +347,7 @@ def memory_plan_of(metadata: dict, dims: Mapping[str, int] | None = None) -> dic
         return plan
     from .plan_queries import plan_at
 
-    return plan_at(plan, dims)
+    return plan_at(plan, dims, specialiser)
 
 
 @dataclass
@@ -353,9 +358,19 @@ class Executable:
     constants: list = field(default_factory=list)
     functions: dict = field(default_factory=dict)
     metadata: dict = field(default_factory=dict)
+    _specialiser: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __getitem__(self, name: str) -> VMFunction:
         return self.functions[name]
+
+    def specialiser(self) -> Any:
+        """The :class:`~.plan_specialise.PlanSpecialiser` of this executable's
+        symbolic arenas (made once; shared by its VMs and ``memory_plan``)."""
+        if self._specialiser is None:
+            from .plan_specialise import PlanSpecialiser
+
+            self._specialiser = PlanSpecialiser(self.metadata)
+        return self._specialiser
 
     def memory_plan(self, dims: Mapping[str, int] | None = None) -> dict:
         """The build's memory plan: per function, per device index, ``planned_bytes``,
@@ -365,7 +380,7 @@ class Executable:
         Figures that depend on shape variables without bounds are None, with
         ``formulas`` (text), ``free_dims`` and ``<figure>_expr``; ``dims``
         (e.g. ``{"batch": 4}``) evaluates them at those sizes."""
-        return memory_plan_of(self.metadata, dims)
+        return memory_plan_of(self.metadata, dims, self.specialiser() if dims is not None else None)
 
     def largest_dims_that_fit(
         self, capacity: int | str | Mapping[int, int], dims: Mapping[str, int] | None = None,

@@ -56,11 +56,16 @@ def free_dims(plan: Mapping[str, Any], function: str = "main") -> list[str]:
     return sorted(names)
 
 
-def plan_at(plan: Mapping[str, Any], dims: Mapping[str, int]) -> dict:
+def plan_at(plan: Mapping[str, Any], dims: Mapping[str, int], specialiser: Any = None) -> dict:
     """``plan`` (function -> device index -> figures) with every symbolic
     figure evaluated at ``dims`` (name -> value). A function whose figures
     need a dim not given keeps them as formulas and lists it in
-    ``missing_dims`` (see :func:`check_complete`)."""
+    ``missing_dims`` (see :func:`check_complete`).
+
+    With ``specialiser`` (:class:`.plan_specialise.PlanSpecialiser`), the
+    planned bytes and the predicted peak are those of the arenas as the VM
+    re-packs them at ``dims`` -- what a call then measures; the formula's
+    values stay as ``formula_planned_bytes`` / ``formula_predicted_peak_bytes``."""
     for name, value in dims.items():
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
             raise HetvmRuntimeError(f"memory_plan: dim '{name}' must be a non-negative integer, got {value!r}")
@@ -77,9 +82,30 @@ def plan_at(plan: Mapping[str, Any], dims: Mapping[str, int]) -> dict:
             for key in FIGURES:
                 if f"{key}_expr" in entry:
                     entry[key] = _value(entry[f"{key}_expr"], dims)
+            if specialiser is not None and isinstance(entry.get("at_call"), dict):
+                _at_call(entry, fn, dims, specialiser)
             entry["dims"] = {k: int(v) for k, v in dims.items()}
             out[fn][dev] = entry
     return out
+
+
+def _at_call(entry: dict, function: str, dims: Mapping[str, int], specialiser: Any) -> None:
+    """The figures of a device whose symbolic arenas the VM re-packs per call."""
+    at_call = entry["at_call"]
+    sizes: dict[str, int] = {}
+    planned = 0
+    for arena in at_call.get("arenas", []):
+        if isinstance(arena, str):
+            sizes["%arena:" + arena] = n = specialiser.place_at(function, arena, dims)[0]
+        elif isinstance(arena, int) and not isinstance(arena, bool):
+            n = arena
+        else:
+            raise HetvmRuntimeError(f"memory plan of '{function}': bad arena entry {arena!r}")
+        planned += n
+    entry["formula_planned_bytes"] = entry.get("planned_bytes")
+    entry["formula_predicted_peak_bytes"] = entry.get("predicted_peak_bytes")
+    entry["planned_bytes"] = planned
+    entry["predicted_peak_bytes"] = _value(at_call["predicted_peak_bytes_expr"], {**dims, **sizes})
 
 
 def check_complete(plan_of_function: Mapping[int, Any], function: str) -> None:

@@ -36,7 +36,7 @@ from ..analysis.sizes import (
     symbolic_nbytes,
     tensor_nbytes,
 )
-from ..analysis.symbolic_bytes import ByteMax, format_bytes_expr, is_nonnegative
+from ..analysis.symbolic_bytes import ByteMax, format_bytes_expr, is_nonnegative, serialize
 from ..arena_packing import DEFAULT_ALIGNMENT, Buffer, max_live_bytes, pack
 from ..errors import MemoryPlanError
 from ..ir import expr as E
@@ -278,20 +278,50 @@ def _buffers_of(life: Any, members: list[_Site]) -> list[Buffer]:
 
 def _pack_group(life: Any, members: list[_Site], alignment: int, bounds: dict[str, int]):
     """Offsets (ints, or expressions where a size is symbolic), the arena's
-    size, the lower bound, the no-reuse bytes (ByteMax / expressions) and the
-    strategy."""
+    size, the lower bound, the no-reuse bytes (ByteMax / expressions), the
+    strategy and, for a symbolic arena, what the call-time specialisation
+    re-packs (:func:`_specialisation`; None otherwise)."""
     if all(m.expr is None for m in members):
         buffers = _buffers(life, members)
         result = pack(buffers, alignment)
         offsets: dict[int, P.IntLike] = dict(result.offsets)
         total, lower = ByteMax([result.total]), ByteMax([max_live_bytes(buffers)], cap=None)
-        return offsets, total, lower, P.IntImm(sum(b.size for b in buffers)), result.strategy
+        return offsets, total, lower, P.IntImm(sum(b.size for b in buffers)), result.strategy, None
     sym = _symbolic_buffers(life, members)
     result = pack_symbolic(sym, alignment, bounds)
     no_reuse: P.PrimExpr = P.IntImm(0)
     for b in sym:
         no_reuse = P.add(no_reuse, b.size)
-    return dict(result.offsets), result.total, max_live_symbolic(sym), no_reuse, result.strategy
+    spec = _specialisation(members, sym, result.offsets, result.total)
+    return dict(result.offsets), result.total, max_live_symbolic(sym), no_reuse, result.strategy, spec
+
+
+def _specialisation(
+    members: list[_Site], sym: list[SymbolicBuffer], offsets: dict[int, P.PrimExpr], total: ByteMax
+) -> dict[str, Any] | None:
+    """What the VM needs to re-pack a symbolic arena at a call's sizes with the
+    constant packer (``hetvm.runtime.plan_specialise``): per tensor its name,
+    exact size, lifetime, branch path and symbolic offset, plus the arena's
+    formula. JSON only. None when two tensors share a name (the code generator
+    finds each tensor by name) or a size is not an expression of shape
+    variables: the arena then keeps its symbolic offsets."""
+    names = [m.var.name_hint for m in members]
+    if len(set(names)) != len(names):
+        return None
+    dims: set[str] = set()
+    buffers = []
+    for m, b in zip(members, sym):
+        dims |= {v.name for v in P.free_vars(b.size)}
+        buffers.append({
+            "name": m.var.name_hint,
+            "size": serialize(P.simplify(b.size)),
+            "intervals": [[int(lo), int(hi)] for lo, hi in b.intervals],
+            "path": [[int(i), int(br)] for i, br in b.path],
+            "offset": serialize(P.simplify(offsets[b.key])),
+        })  # fmt: skip
+    if not dims:
+        return None
+    return {"dims": sorted(dims), "buffers": buffers, "total": total.serialize()}
 
 
 def _figure(facts: dict[str, Any], key: str, value: ByteMax) -> None:
@@ -329,7 +359,7 @@ def plan_function(
     }
     tensor_facts: list[dict[str, Any]] = []
     for (dev, scope), members in sorted(groups.items()):
-        offsets, total, lower, no_reuse, strategy = _pack_group(life, members, alignment, bounds)
+        offsets, total, lower, no_reuse, strategy, spec = _pack_group(life, members, alignment, bounds)
         hint = "arena" if len(groups) == 1 else f"arena_d{dev}" + ("" if scope == "global" else f"_{scope}")
         arena = E.Var(_unique(hint, used_names), struct_info=_OBJECT)
         arena_bindings.append(
@@ -357,6 +387,8 @@ def plan_function(
         arena_facts: dict[str, Any] = {"var": arena.name_hint, "memory_scope": scope, "strategy": strategy}
         _figure(arena_facts, "nbytes", total)
         _figure(arena_facts, "lower_bound_bytes", lower)
+        if spec is not None:
+            arena_facts["specialise"] = spec
         facts["arenas"].append(arena_facts)
     for dev, facts in device_facts.items():
         for key, value in sums[dev].items():

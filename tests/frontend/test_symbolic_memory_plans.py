@@ -3,9 +3,12 @@ the static plan, with sizes and offsets that are formulas in the dims.
 
 At two sizes each, ``exe.memory_plan(dims=...)`` predicts (before anything
 runs) exactly the peak the VM then measures, and that peak is within 1% of a
-static build's at the same size (the same model imported with those shapes).
-A dynamic-batch CNN and the small BERT-style model (batch and sequence) run in
-the default suite; the corpus's GPT-2 and MobileNet are ``-m slow``.
+static build's at the same size (the same model imported with those shapes):
+the VM re-packs a symbolic arena at each call's sizes
+(``runtime/plan_specialise.py``), and the formula stays an upper bound of it.
+A dynamic-batch CNN, the small BERT-style model and the corpus's GPT-2 (batch
+and sequence) run in the default suite; more corpus transformers and MobileNet
+are ``-m slow``.
 """
 
 from __future__ import annotations
@@ -39,8 +42,10 @@ def _check(model, shape_dict, settings, make_feeds) -> list[tuple[dict, int, int
     out = []
     for setting in settings:
         feeds = make_feeds(setting)
-        predicted = exe.memory_plan(dims=setting)["main"][0]["predicted_peak_bytes"]
+        at = exe.memory_plan(dims=setting)["main"][0]
+        predicted = at["predicted_peak_bytes"]
         assert _measured_peak(exe, feeds) == predicted, setting
+        assert at["planned_bytes"] <= at["formula_planned_bytes"]  # the formula bounds every call's arena
         static = hetvm.build(from_onnx(model, shape_dict={k: v.shape for k, v in feeds.items()}), target="llvm")
         static_peak = _measured_peak(static, feeds)
         assert abs(predicted - static_peak) <= 0.01 * static_peak, (setting, predicted, static_peak)
@@ -75,16 +80,18 @@ def test_batch_and_sequence_transformer_plan_matches_static_builds():
     _check(bert_like_model(), None, [{"batch": 2, "sequence": 64}, {"batch": 4, "sequence": 128}], feeds)
 
 
+def test_gpt2_plan_matches_static_builds():
+    # the formula alone is 20% above a static build here (7,764 vs 6,445 bytes at
+    # (1, 5)): no one order of seq x seq and seq x hidden tensors suits every size;
+    # re-packed at each call's sizes it is what a static build plans
+    got = _corpus("gpt2_legacy.onnx")
+    assert [(p, s) for _, p, s in got] == [(6445, 6445), (23274, 23274)]
+
+
 @pytest.mark.slow
-def test_gpt2_plan_predicts_the_measured_peak():
-    # exact prediction at both sizes; the symbolic plan is not within 1% of a static
-    # build here (7,764 vs 6,445 bytes at (1, 5)): the static build's in-place and order
-    # passes gain more at fixed sizes, and one order cannot fit seq x seq and seq x hidden
-    entry = MANIFEST["gpt2_legacy.onnx"]
-    exe = hetvm.build(from_onnx(os.path.join(CORPUS, "gpt2_legacy.onnx")), target="llvm")
-    for setting in entry["settings"]:
-        predicted = exe.memory_plan(dims=setting)["main"][0]["predicted_peak_bytes"]
-        assert _measured_peak(exe, draw_inputs(entry, setting, 0)) == predicted, setting
+@pytest.mark.parametrize("file", ["gpt2_dynamo.onnx", "t5_encoder_legacy.onnx"])
+def test_corpus_transformer_plan_matches_static_builds(file):
+    _corpus(file)
 
 
 @pytest.mark.slow

@@ -7,7 +7,10 @@ is run at the program's sizes and at larger ones; at each:
   at those values (``check_no_overlap`` with and without ``dims``);
 - a VM with poisoning (killed bytes overwritten) gives the interpreter's results;
 - without control flow, the measured peak per device equals
-  ``exe.memory_plan(dims=...)``'s predicted peak.
+  ``exe.memory_plan(dims=...)``'s predicted peak;
+- the placements the VM re-packs at each call's sizes
+  (``runtime/plan_specialise.py``) keep every two tensors live together apart,
+  inside an arena no larger than the formula's.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from hypothesis import given
 
 import hetvm
 from hetvm.analysis.memory_plan import check_no_overlap
+from hetvm.arena_packing import conflicts
 from hetvm.ir import prim as P
 from hetvm.pipeline import lower
+from hetvm.runtime.plan_specialise import arena_specs
+from hetvm.runtime.shapes import eval_prim
 from hetvm.testing import harness as H
 from hetvm.testing.generators import GenConfig, GeneratedProgram, make_inputs, programs
 
@@ -89,3 +95,26 @@ def test_one_executable_runs_right_at_several_sizes_with_poison(prog):
                 f"predicted {predicted} ({facts.get('formulas')})\n{at!r}"
             )
         del out
+
+
+@fuzz_settings(15)
+@given(programs(UNBOUNDED))
+def test_call_time_placements_keep_live_tensors_apart(prog):
+    exe = H.build(prog)
+    specialiser = exe.specialiser()
+    for (fn, arena), (raw, _) in arena_specs(exe.metadata).items():
+        buffers = raw["buffers"]
+        items = [(tuple(map(tuple, b["intervals"])), tuple(map(tuple, b["path"]))) for b in buffers]
+        together = conflicts(items)
+        for values in _sizes(prog):
+            if not set(raw["dims"]) <= set(values):
+                continue  # a callee's own dims
+            total, offsets = specialiser.place_at(fn, arena, values)
+            sizes = [eval_prim(b["size"], values) for b in buffers]
+            assert total <= max(eval_prim(t, values) for t in raw["total"])
+            for i, js in enumerate(together):
+                assert offsets[i] + sizes[i] <= total
+                for j in js:
+                    assert offsets[i] + sizes[i] <= offsets[j] or offsets[j] + sizes[j] <= offsets[i], (
+                        f"{fn}/{arena} at {values}: {buffers[i]['name']} and {buffers[j]['name']} overlap"
+                    )
