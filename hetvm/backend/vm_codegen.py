@@ -78,8 +78,8 @@ class _FunctionCodegen:
         self.num_registers = 0
         self.debug_info: dict[int, dict] = {}
         self.specialised = _specialised_arenas(mod, name)
-        # arena var -> (register of its call-time placement, tensor name -> tuple index)
-        self.placement_of: dict[E.Var, tuple[int, dict[str, int]]] = {}
+        # arena var -> tensor name -> the shape variable its call-time offset is bound to
+        self.placement_of: dict[E.Var, dict[str, str]] = {}
 
     def new_reg(self) -> int:
         r = self.num_registers
@@ -310,29 +310,23 @@ class _FunctionCodegen:
         self.code.append(B.Call(dst, builtin, builtin_args))
 
     def arena_placement(self, arena: E.Var) -> Arg:
-        """For a symbolic arena the planner specialises at call time: the
-        ``arena_plan`` of this call's dims (offsets for each tensor, kept in a
-        register) and the register holding its size."""
+        """For a symbolic arena the VM re-packs at call time: ``arena_plan``,
+        which binds the arena's size and each tensor's offset at this call's
+        dims as shape variables (``%arena:<arena>``, ``%offset:<arena>:<k>``),
+        and the size argument of its ``alloc_storage``."""
         spec = self.specialised[arena.name_hint]
-        dims = self.new_reg()
-        self.code.append(B.Call(dims, "vm.builtin.make_shape", (("i", [["var", d] for d in spec["dims"]]),)))
-        placed = self.new_reg()
-        self.code.append(B.Call(placed, "vm.builtin.arena_plan", (("i", [self.name, arena.name_hint]), ("r", dims))))
-        index = {b["name"]: k + 1 for k, b in enumerate(spec["buffers"])}
-        self.placement_of[arena] = (placed, index)
-        size = self.new_reg()
-        self.code.append(B.Call(size, "vm.builtin.tuple_getitem", (("r", placed), ("i", 0))))
-        return ("r", size)
+        names = [f"%arena:{arena.name_hint}"] + [f"%offset:{arena.name_hint}:{k}" for k in range(len(spec["buffers"]))]
+        self.code.append(B.Call(None, "vm.builtin.arena_plan", (("i", [self.name, arena.name_hint]), ("i", names))))
+        index = {b["name"]: names[k + 1] for k, b in enumerate(spec["buffers"])}
+        self.placement_of[arena] = index
+        return ("i", [["var", names[0]]])
 
     def placed_tensor_args(self, var: E.Var, a: tuple) -> tuple[Arg, ...]:
-        """``alloc_tensor`` arguments with the offset read from the call's placement."""
-        placed, index = self.placement_of[a[0]]
-        k = index.get(var.name_hint)
-        if k is None:
+        """``alloc_tensor`` arguments with the offset the call's ``arena_plan`` bound."""
+        name = self.placement_of[a[0]].get(var.name_hint)
+        if name is None:
             raise HetvmError(f"codegen: tensor '{var.name_hint}' of {self.name} is carved from a specialised arena that does not list it")
-        offset = self.new_reg()
-        self.code.append(B.Call(offset, "vm.builtin.tuple_getitem", (("r", placed), ("i", k))))
-        return (self.arg(a[0]), ("r", offset), *(self.arg(x) for x in a[2:4]))
+        return (self.arg(a[0]), ("i", ["var", name]), *(self.arg(x) for x in a[2:4]))
 
     def run(self) -> B.VMFunction:
         params = []

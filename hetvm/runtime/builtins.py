@@ -139,14 +139,15 @@ class Builtins:
     def prim_value(self, v: Any) -> Any:
         return v
 
-    def arena_plan(self, key: Any, dims: Any) -> tuple:
-        """``(ShapeTuple([arena bytes]), offset, ...)`` of a symbolic arena
-        re-packed at this call's dims (``key`` = [function, arena]; ``dims``
-        in the order of the arena's spec); see :mod:`.plan_specialise`."""
+    def arena_plan(self, key: Any, names: Any, env: dict) -> None:
+        """Binds, in the call's shape environment, ``names`` = [the arena's
+        size, each tensor's offset] of a symbolic arena re-packed at this
+        call's dims (``key`` = [function, arena]; see :mod:`.plan_specialise`):
+        the ``alloc_storage`` and ``alloc_tensor`` after it read them as they
+        read any shape variable."""
         if not (isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key)):
             raise HetvmRuntimeError(f"arena_plan needs [function, arena], got {key!r}")
-        total, offsets = self.state.exe.specialiser().place(key[0], key[1], tuple(dims))
-        return (ShapeTuple((total,)), *offsets)
+        env.update(zip(names, self.state.exe.specialiser().bindings(key[0], key[1], env)))
 
     def read_cond(self, x: Any) -> bool:
         if isinstance(x, NDArray):

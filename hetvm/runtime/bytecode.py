@@ -32,8 +32,9 @@ Builtins (``Call(dst, "vm.builtin.<name>", args)``), arguments in this order:
 ``reshape(src, shape)``                                      a view of ``src`` sharing its bytes
 ``view_at(src, offset, shape)``                              a tensor of ``shape`` over ``src``'s bytes
                                                              from byte ``offset`` (same dtype)
-``arena_plan([function, arena], dims)``                      ``(ShapeTuple([bytes]), offset, ...)``: a
-                                                             symbolic arena packed at these dim values
+``arena_plan([function, arena], names)``                     binds ``names`` (shape variables: the arena's
+                                                             bytes, then each tensor's offset) to a
+                                                             symbolic arena packed at the call's dims
                                                              (``runtime/plan_specialise.py``)
 ===========================================================  ====================================
 

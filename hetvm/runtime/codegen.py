@@ -342,6 +342,8 @@ class _Emitter:
             if name in ("match_cast", "match_shape"):
                 args.append("E")
                 args.append(self.bind((self.func.name, self.func.sym_bounds), "_x"))
+            elif name == "arena_plan":  # binds the arena's size and offsets in E
+                args.append("E")
             if name in _CALL_BUILTINS:
                 args.insert(0, "C")
             fn = self.bind(getattr(self.state.builtins, name), "_B")

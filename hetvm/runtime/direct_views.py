@@ -115,12 +115,29 @@ def entry_variables(func: VMFunction) -> set[str]:
     return out
 
 
+def placement_variables(func: VMFunction) -> set[str]:
+    """Shape variables an ``arena_plan`` binds (a symbolic arena's size and
+    offsets at the call's dims, runtime/plan_specialise.py): it runs right
+    before its arena's ``alloc_storage``, so they are known when the arena's
+    views are carved."""
+    out: set[str] = set()
+    for ins in func.instructions:
+        if isinstance(ins, Call) and ins.func == ARENA_PLAN and len(ins.args) == 2:
+            tag, names = ins.args[1]
+            if tag == "i" and isinstance(names, list):
+                out |= {n for n in names if isinstance(n, str)}
+    return out
+
+
+ARENA_PLAN = BUILTIN_PREFIX + "arena_plan"
+
+
 class _Resolver:
     """Immediate values of arguments: an immediate, or a register defined once by
     ``make_shape`` / ``prim_value`` of an immediate; symbolic only over ``known``."""
 
     def __init__(self, func: VMFunction, defs: dict[int, list[int]], exe_functions: Any) -> None:
-        self.known = entry_variables(func)
+        self.known = entry_variables(func) | placement_variables(func)
         self.values: dict[int, Any] = {}
         make_shape, prim_value = BUILTIN_PREFIX + "make_shape", BUILTIN_PREFIX + "prim_value"
         for r, pcs in defs.items():

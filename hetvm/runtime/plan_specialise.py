@@ -135,6 +135,7 @@ class PlanSpecialiser:
         self._lock = threading.Lock()
         self.cache_size = cache_size
         self.misses = 0
+        self._flat: dict[tuple, tuple[int, ...]] = {}  # the same placements flattened, read per call
 
     def has(self, function: str, arena: str) -> bool:
         return (function, arena) in self._raw
@@ -164,6 +165,23 @@ class PlanSpecialiser:
             self._cache[key] = got
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
+        return got
+
+    def bindings(self, function: str, arena: str, env: Mapping[str, int]) -> tuple[int, ...]:
+        """(arena bytes, offset, ...) at the dims of a call's shape environment
+        (what ``vm.builtin.arena_plan`` binds)."""
+        key = (function, arena)
+        spec = self._specs.get(key) or self.spec(function, arena)
+        try:
+            values = tuple([env[d] for d in spec.dims])
+        except KeyError as err:
+            raise HetvmRuntimeError(f"the arena '{arena}' of '{function}' needs dim {err} before it is placed") from None
+        got = self._flat.get((function, arena, values))
+        if got is None:
+            total, offsets = self.place(function, arena, values)
+            got = self._flat[(function, arena, values)] = (total, *offsets)
+            if len(self._flat) > self.cache_size:
+                self._flat.clear()  # rebuilt from the placement cache
         return got
 
     def place_at(self, function: str, arena: str, dims: Mapping[str, int]) -> tuple[int, tuple[int, ...]]:
