@@ -11,6 +11,13 @@ cost model's link gives it, and ``stages`` the cut of stage mode. ``str(report)`
 is a table (``rich`` when it is installed, plain text otherwise). A module
 that already went through PlanDevices is explained from its recorded
 ``device_copies``.
+
+``hetvm.explain(exe)`` explains a build: its copies, its stage cut and, for
+devices of several hosts, the transfers of its host schedule (``SplitHosts``),
+which is what the runtime sends. Explaining a module plans it as it stands,
+while ``hetvm.build`` first folds constants and fuses convolution epilogues,
+so a module's report can name other values and cut other op positions than
+its build's (the bytes at a cut are the same values' bytes).
 """
 
 from __future__ import annotations
@@ -35,6 +42,10 @@ class ExplainReport:
     module: IRModule | None = None
     totals: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
     stages: dict | None = None
+    #: a build's host schedules (``host_parts``: function -> schedule); its transfers are the report's
+    schedules: dict | None = None
+    #: the link model (``device_links``), where there is no module to read it from
+    links: dict | None = None
 
     def __post_init__(self) -> None:
         if not self.totals:
@@ -50,7 +61,9 @@ class ExplainReport:
     @property
     def transfers(self) -> list[dict]:
         """Copies between hosts, one per (function, value, source host, destination host)."""
-        links = _links_of(self.module)
+        links = _links_of(self.module, self.links)
+        if self.schedules is not None:
+            return _schedule_transfers(self.schedules, links)
         out: dict[tuple, dict] = {}
         for c in self.copies:
             src, dst = _host(c["src"]), _host(c["dst"])
@@ -117,11 +130,31 @@ def _host(device: str) -> str | None:
     return host if sep else None
 
 
-def _links_of(mod: IRModule | None) -> Any:
+def _links_of(mod: IRModule | None, spec: dict | None = None) -> Any:
     from .transform.device_planning.stages import LinkCosts
 
-    spec = (mod.attrs.get("device_links") if mod is not None else None) or None
-    return LinkCosts.of(spec)
+    if spec is None and mod is not None:
+        spec = mod.attrs.get("device_links")
+    return LinkCosts.of(spec or None)
+
+
+def _schedule_transfers(schedules: dict, links: Any) -> list[dict]:
+    """The transfers of host schedules, in the report's form."""
+    out = []
+    for function, schedule in schedules.items():
+        for t in schedule.get("transfers", []):
+            nbytes = int(t["bytes"])
+            out.append({
+                "value": t["value"], "function": function, "src_host": t["src"], "dst_host": t["dst"],
+                "bytes": nbytes, "devices": list(t.get("devices") or []), "reason": t.get("reason", "-"),
+                "seconds": links.cross_host.seconds(nbytes),
+            })
+    return out
+
+
+def _transfers_title(report: ExplainReport) -> str:
+    n = len(report.transfers)
+    return f"{n} cross-host transfer{'' if n == 1 else 's'}, {report.transfer_bytes} bytes"
 
 
 def _stage_lines(stages: dict) -> list[str]:
@@ -161,7 +194,7 @@ def _extra_lines(report: ExplainReport) -> list[str]:
     lines: list[str] = []
     transfers = report.transfers
     if transfers:
-        lines += ["", f"{len(transfers)} cross-host transfers, {report.transfer_bytes} bytes"]
+        lines += ["", _transfers_title(report)]
         lines += _plain_table(_TRANSFER_COLUMNS, report.transfer_rows())
     if report.stages is not None:
         lines += [""] + _stage_lines(report.stages)
@@ -188,7 +221,7 @@ def _rich_text(report: ExplainReport) -> str:
     console.print(table)
     console.print(totals)
     if report.transfers:
-        cross = Table(title=f"{len(report.transfers)} cross-host transfers, {report.transfer_bytes} bytes")
+        cross = Table(title=_transfers_title(report))
         for c in _TRANSFER_COLUMNS:
             cross.add_column(c, overflow="fold")
         for r in report.transfer_rows():
@@ -208,10 +241,18 @@ class _Null:
         pass
 
 
-def explain(mod: IRModule, **plan_options: Any) -> ExplainReport:
-    """Plans ``mod``'s devices (``PlanDevices`` options) and reports every copy."""
+def explain(mod: IRModule | Any, **plan_options: Any) -> ExplainReport:
+    """Plans ``mod``'s devices (``PlanDevices`` options) and reports every copy; an
+    executable (``hetvm.build``'s) is reported from what its build recorded."""
+    meta = getattr(mod, "metadata", None)
+    if not isinstance(mod, IRModule) and isinstance(meta, dict):
+        if plan_options:
+            raise TypeError("explain(exe) reports a finished build; plan options apply to a module")
+        return ExplainReport(list(meta.get("device_copies") or []), None, stages=meta.get("device_stages"),
+                             schedules=meta.get("host_parts"), links=meta.get("device_links"))  # fmt: skip
     if "device_copies" in mod.attrs and not plan_options:
-        return ExplainReport(list(mod.attrs["device_copies"]), mod, stages=mod.attrs.get("device_stages"))
+        return ExplainReport(list(mod.attrs["device_copies"]), mod, stages=mod.attrs.get("device_stages"),
+                             schedules=mod.attrs.get("host_parts"))  # fmt: skip
     from .transform.normalize import Normalize
     from .transform.plan_devices import plan_module
 
@@ -222,7 +263,7 @@ def explain(mod: IRModule, **plan_options: Any) -> ExplainReport:
 class _CallableModule(types.ModuleType):
     """Lets ``hetvm.explain(mod)`` work even where ``hetvm.explain`` is this module."""
 
-    def __call__(self, mod: IRModule, **plan_options: Any) -> ExplainReport:
+    def __call__(self, mod: IRModule | Any, **plan_options: Any) -> ExplainReport:
         return explain(mod, **plan_options)
 
 

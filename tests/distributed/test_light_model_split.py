@@ -65,6 +65,9 @@ def test_squeezenet_over_two_hosts_matches_one_host_and_sends_the_cut(squeezenet
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-6)
     received = {h: s["received_bytes"] for h, s in hosts.stats().items()}
     assert received == {"hostA": 0, "hostB": boundary}  # measured by the workers
+    report = hetvm.explain(exe)  # the build's own transfers: one row per value sent
+    assert [(t["value"], t["bytes"]) for t in report.transfers] == [(t["value"], t["bytes"]) for t in schedule.transfers]
+    assert report.transfer_bytes == boundary and report.stages == stages
 
     if links is SLOW_LINK:  # the fewest bytes over all contiguous cuts
         assert boundary == min(b for _, b in cuts)

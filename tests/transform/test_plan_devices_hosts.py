@@ -91,7 +91,7 @@ def test_stage_mode_balances_compute_when_links_are_fast():
     assert [(t["value"], t["src_host"], t["dst_host"], t["bytes"]) for t in report.transfers] == [
         (report.transfers[0]["value"], "hostA", "hostB", 4 * 32 * 4)
     ]
-    assert "cross-host transfers" in str(report) and "stage 2 on hostB/sim:0" in str(report)
+    assert "1 cross-host transfer, 512 bytes" in str(report) and "stage 2 on hostB/sim:0" in str(report)
 
 
 def test_stage_mode_keeps_pins_and_missing_kernels():
@@ -239,3 +239,18 @@ def test_three_devices_send_fewer_bytes_between_hosts_than_within_one():
     assert [(c["value"], c["src"], c["dst"]) for c in result.copies if c["value"] == "u"] == [
         ("u", "hostB/sim:0", "hostB/cpu:0")
     ]
+
+
+def test_explain_of_a_build_lists_what_its_schedule_sends():
+    from hetvm.testing.multi_host import pinned_pair
+
+    exe = hetvm.build(pinned_pair())
+    report = hetvm.explain(exe)
+    assert len([c for c in report.copies if c["value"] == "b"]) == 2  # b to hostB's sim and CPU
+    assert [(t["value"], t["src_host"], t["dst_host"], t["bytes"], sorted(t["devices"])) for t in report.transfers] == [
+        ("b", "hostA", "hostB", 4 * 8 * 4, ["hostB/cpu:0", "hostB/sim:0"])
+    ]
+    assert report.transfer_bytes == schedule_of(exe).transfer_bytes
+    assert "1 cross-host transfer, 128 bytes" in str(report)
+    with pytest.raises(TypeError, match="plan options apply to a module"):
+        hetvm.explain(exe, stages=STAGES)
