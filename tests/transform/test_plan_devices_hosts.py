@@ -254,3 +254,20 @@ def test_explain_of_a_build_lists_what_its_schedule_sends():
     assert "1 cross-host transfer, 128 bytes" in str(report)
     with pytest.raises(TypeError, match="plan options apply to a module"):
         hetvm.explain(exe, stages=STAGES)
+
+
+def test_three_hosts_in_stage_mode_send_each_boundary_once():
+    devices = [hetvm.remote("hostA", "cpu", 0), HOST_B_SIM, hetvm.remote("hostC", "cpu", 0)]
+    mod = mlp(layers=6, width=16, batch=4, devices=devices)
+    exe = hetvm.build(mod, plan_devices_options={"stages": ["hostA/cpu", "hostB/sim:0", "hostC/cpu"]})
+    stages = exe.metadata["device_stages"]
+    assert stages["boundary_bytes"] == [4 * 16 * 4] * 2
+    schedule = schedule_of(exe)
+    assert [p.host for p in schedule.parts] == ["hostA", "hostB", "hostC"]
+    assert [(t["src"], t["dst"], t["bytes"]) for t in schedule.transfers] == [
+        ("hostA", "hostB", 256), ("hostB", "hostC", 256),
+    ]
+    args = inputs_for(mod)
+    hosts = LocalHosts(exe)
+    np.testing.assert_array_equal(hosts(*args), as_numpy_tree(hetvm.VirtualMachine(exe)["main"](*args)))
+    assert {h: s["received_bytes"] for h, s in hosts.stats().items()} == {"hostA": 0, "hostB": 256, "hostC": 256}
