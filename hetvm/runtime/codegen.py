@@ -276,6 +276,9 @@ class _Emitter:
         elif isinstance(ins, Call):
             if ins.dst in direct.tensors or ins.dst in direct.unused:
                 return  # carved with its storage (or read only to carve)
+            if ins.dst in direct.tuples:  # what a kernel takes for a tuple of tensors
+                self.emit(ind, f"r{ins.dst} = [{', '.join(f'd{r}' for r in direct.tuples[ins.dst])}]", pc)
+                return
             self.call(pc, ins, ind)
             views = direct.by_storage.get(ins.dst)
             if views:
@@ -286,7 +289,9 @@ class _Emitter:
                 env = ", E" if variables else ""
                 self.emit(ind, f"{names}= {carve}(r{ins.dst}{env})", pc)
         elif isinstance(ins, Kill):
-            if ins.reg in direct.tensors or ins.reg in direct.unused or pc in direct.moved_kills:
+            if ins.reg in direct.tensors or ins.reg in direct.unused or ins.reg in direct.tuples:
+                return  # a direct view has no count (nor a list of them)
+            if pc in direct.moved_kills:
                 return  # a direct view has no count; a moved kill runs later
             kill = "C.kill" if self.state.trace or self.state.poison else "_kill"
             self.emit(ind, f"{kill}(r{ins.reg}); r{ins.reg} = None", pc)
@@ -401,6 +406,8 @@ class _Emitter:
         for pos, (tag, value) in enumerate(ins.args):
             if tag == "r" and value in self.direct.tensors:
                 args.append(f"d{value}")  # same device: checked by the plan
+            elif tag == "r" and value in self.direct.tuples:
+                args.append(f"r{value}")  # a list of direct views (checked too)
             elif tag == "r" and value in self.param_data and self.tensor_regs.get(value) is dev:
                 args.append(self.param_data[value])
             elif tag == "r" and value in self.tensor_regs:

@@ -56,8 +56,11 @@ class DirectViews:
     by_storage: dict[int, list[int]] = field(default_factory=dict)
     #: pc of a storage's kill -> the pc after which it runs instead (if later)
     moved_kills: dict[int, int] = field(default_factory=dict)
-    #: make_shape / prim_value registers read only to place direct tensors
+    #: make_shape / prim_value registers read only to place direct tensors, and
+    #: tuples of direct tensors read only through tuple_getitem
     unused: set[int] = field(default_factory=set)
+    #: tuple register read by kernels -> its direct tensor fields (a list of arrays)
+    tuples: dict[int, list[int]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.tensors)
@@ -227,7 +230,8 @@ def plan_direct_views(func: VMFunction, exe_functions: Any) -> DirectViews:
             if facts is not None:
                 storages[r] = facts
     candidates: dict[int, tuple[int, Place]] = {}
-    parent: dict[int, int] = {}  # a view's source register
+    parent: dict[int, int] = {}  # a view's source register (an alias's field)
+    tuples = _tuples(func, defs, exe_functions)
     for pc, ins in enumerate(instrs):  # in order: a view's source comes first
         if not isinstance(ins, Call) or ins.dst is None or ins.func in exe_functions:
             continue
@@ -235,6 +239,12 @@ def plan_direct_views(func: VMFunction, exe_functions: Any) -> DirectViews:
         if r < n_params or len(defs[r]) != 1:
             continue
         where = f"function '{name}', pc {pc}"
+        field_reg = _field_of(ins, tuples)
+        if field_reg is not None:
+            if field_reg in candidates:  # the same tensor under another register
+                candidates[r] = candidates[field_reg]
+                parent[r] = field_reg
+            continue
         if ins.func == alloc_tensor:
             if len(ins.args) != 4 or ins.args[0][0] != "r" or ins.args[0][1] not in storages:
                 continue
@@ -273,10 +283,12 @@ def plan_direct_views(func: VMFunction, exe_functions: Any) -> DirectViews:
                 candidates[r] = (storage, Place(0, (), at.dtype, where, src, ins.func, vals))
             parent[r] = src
 
-    placed_from: dict[int, list[int]] = {}  # source -> views placed from it when carved
+    placed_from: dict[int, list[int]] = {}  # source -> views placed from it (and aliases)
     for r, (_s, at) in candidates.items():
         if at.source is not None:
             placed_from.setdefault(at.source, []).append(r)
+        if r in parent and candidates[parent[r]] is candidates[r]:
+            placed_from.setdefault(parent[r], []).append(r)
 
     def drop(r: int) -> None:
         """``r`` keeps its NDArray; a view builtin then needs its source's too, and
@@ -290,14 +302,24 @@ def plan_direct_views(func: VMFunction, exe_functions: Any) -> DirectViews:
             if x in parent:
                 stack.append(parent[x])
 
+    # a tuple of direct tensors read only by kernels and tuple_getitem stays a list of
+    # their arrays; any other read of it (a builtin, a call, the result) drops them
+    direct_tuples = {t for t in tuples if _only_kernels_read(t, instrs, tuples)}
+    for t in set(tuples) - direct_tuples:
+        for v in tuples[t]:
+            drop(v)
     for ins in instrs:
         if isinstance(ins, KernelCall):
             for tag, v in ins.args:
-                if tag == "r" and v in candidates and storages[candidates[v][0]][1] != ins.device:
-                    drop(v)
+                fields = tuples[v] if tag == "r" and v in direct_tuples else [v] if tag == "r" else []
+                for f in fields:
+                    if f in candidates and storages[candidates[f][0]][1] != ins.device:
+                        drop(f)
         elif isinstance(ins, Kill):
             continue
         elif isinstance(ins, Call):
+            if ins.dst in direct_tuples or _field_of(ins, tuples) is not None:
+                continue  # its fields are judged below; an alias is its field
             for pos, (tag, v) in enumerate(ins.args):
                 if tag != "r" or v not in candidates:
                     continue
@@ -307,6 +329,15 @@ def plan_direct_views(func: VMFunction, exe_functions: Any) -> DirectViews:
         else:  # Ret (and, in a straight line, nothing else)
             for v in _read_regs(ins):
                 drop(v)
+    changed = True
+    while changed:  # a tuple with a field that keeps its NDArray keeps them all
+        changed = False
+        for t in list(direct_tuples):
+            if not all(f in candidates for f in tuples[t]):
+                direct_tuples.discard(t)
+                for f in tuples[t]:
+                    drop(f)
+                changed = True
     if not candidates:
         return plan
     last_use: dict[int, int] = {}
@@ -315,6 +346,9 @@ def plan_direct_views(func: VMFunction, exe_functions: Any) -> DirectViews:
             for tag, v in ins.args:
                 if tag == "r" and v in candidates:
                     last_use[v] = pc
+                elif tag == "r" and v in direct_tuples:
+                    for f in tuples[v]:
+                        last_use[f] = pc
     plan.tensors = candidates
     for r, (s, _place) in candidates.items():
         plan.by_storage.setdefault(s, []).append(r)
@@ -326,7 +360,48 @@ def plan_direct_views(func: VMFunction, exe_functions: Any) -> DirectViews:
             if last > pc:
                 plan.moved_kills[pc] = last
     plan.unused = _only_placing(instrs, resolve.values, candidates)
+    read_by_kernels = {v for ins in instrs if isinstance(ins, KernelCall) for t, v in ins.args if t == "r"}
+    plan.tuples = {t: tuples[t] for t in direct_tuples if t in read_by_kernels}
+    plan.unused |= direct_tuples - set(plan.tuples)
     return plan
+
+
+def _tuples(func: VMFunction, defs: dict[int, list[int]], exe_functions: Any) -> dict[int, list[int]]:
+    """Registers defined once by ``make_tuple`` of registers only -> those registers."""
+    out = {}
+    make_tuple = BUILTIN_PREFIX + "make_tuple"
+    for r, pcs in defs.items():
+        ins = func.instructions[pcs[0]]
+        if r < len(func.params) or len(pcs) != 1 or ins.func != make_tuple or ins.func in exe_functions:
+            continue
+        if ins.args and all(tag == "r" for tag, _ in ins.args):
+            out[r] = [v for _, v in ins.args]
+    return out
+
+
+def _field_of(ins: Call, tuples: dict[int, list[int]]) -> int | None:
+    """The field register ``tuple_getitem(t, i)`` reads, for a tuple of :func:`_tuples`."""
+    if ins.func != BUILTIN_PREFIX + "tuple_getitem" or len(ins.args) != 2:
+        return None
+    (tag, t), (itag, i) = ins.args
+    if tag != "r" or t not in tuples or itag != "i" or not _is_int(i) or not 0 <= i < len(tuples[t]):
+        return None
+    return tuples[t][i]
+
+
+def _only_kernels_read(t: int, instrs: list, tuples: dict[int, list[int]]) -> bool:
+    """Whether tuple register ``t`` is read only as a kernel argument, by
+    ``tuple_getitem`` with an immediate index, or killed."""
+    for ins in instrs:
+        if isinstance(ins, (KernelCall, Kill)):
+            continue
+        if isinstance(ins, Call):
+            reads = [v for tag, v in ins.args if tag == "r"]
+            if t in reads and _field_of(ins, tuples) is None:
+                return False
+        elif t in _read_regs(ins):
+            return False
+    return True
 
 
 def _only_placing(instrs: list, values: dict[int, Any], direct: dict) -> set[int]:

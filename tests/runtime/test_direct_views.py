@@ -324,3 +324,54 @@ def test_a_built_symbolic_program_runs_its_intermediates_as_direct_views():
         a = x + y
         np.testing.assert_allclose(vm["main"](x, y).numpy(), a * y - x + a, rtol=1e-6)
     assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
+
+
+def _tuple_exe(leak=False):
+    """main(x: (4,)): t = exp(x), u = -x, w = v * v for v = (t, u)[1], all in one
+    storage; returns concat((t, u, w)) (and, with ``leak``, the tuple (t, u) too)."""
+    instrs = [
+        Call(1, B + "alloc_storage", (imm([64]), imm(0), imm("global"))),
+        Call(2, B + "alloc_tensor", (r(1), imm(0), imm([4]), imm(F32))),
+        KernelCall("exp", {}, 0, (r(0), r(2)), 1),
+        Call(3, B + "alloc_tensor", (r(1), imm(16), imm([4]), imm(F32))),
+        KernelCall("negative", {}, 0, (r(0), r(3)), 1),
+        Call(4, B + "make_tuple", (r(2), r(3))),
+        Call(5, B + "tuple_getitem", (r(4), imm(1))),
+        Call(6, B + "alloc_tensor", (r(1), imm(32), imm([4]), imm(F32))),
+        KernelCall("multiply", {}, 0, (r(5), r(5), r(6)), 1),
+        Call(7, B + "alloc_tensor_direct", (imm([12]), imm(F32), imm(0))),
+        Call(8, B + "make_tuple", (r(2), r(3), r(6))),
+        KernelCall("concat", {"axis": 0}, 0, (r(8), r(7)), 1),
+        Kill(6), Kill(8), Kill(1),
+    ]  # fmt: skip
+    if leak:
+        instrs += [Call(9, B + "make_tuple", (r(7), r(4))), Ret(9)]
+    else:
+        instrs += [Kill(5), Kill(4), Kill(2), Kill(3), Ret(7)]
+    main = VMFunction("main", ["x"], [tensor([4])], 10, instrs, {})
+    return hetvm.VirtualMachine(Executable([CPU], [], {"main": main}))
+
+
+def test_a_tuple_of_direct_views_read_by_kernels_is_a_list_of_them():
+    vm = _tuple_exe()
+    src = vm.source("main")
+    # p is read only through tuple_getitem: gone; v is u's array; the concat's
+    # tuple is the list of the three arrays
+    assert "d2, d3, d5, d6, = _V" in src and "r8 = [d2, d3, d6]" in src, src
+    assert "r4" not in src and "r5" not in src and "_kill" in src and "= _A" not in src
+    x = np.linspace(-1, 1, 4, dtype=F32)
+    for _ in range(2):
+        want = np.concatenate([np.exp(x), -x, x * x])
+        np.testing.assert_allclose(vm["main"](x).numpy(), want, rtol=1e-6)
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
+
+
+def test_a_tuple_that_leaves_keeps_its_fields_ndarrays():
+    vm = _tuple_exe(leak=True)
+    src = vm.source("main")
+    assert "d2" not in src and "d3" not in src and "d5" not in src, src
+    x = np.linspace(-1, 1, 4, dtype=F32)
+    out, (t, u) = vm["main"](x)
+    np.testing.assert_allclose(out.numpy(), np.concatenate([np.exp(x), -x, x * x]), rtol=1e-6)
+    np.testing.assert_allclose(t.numpy(), np.exp(x), rtol=1e-6)
+    np.testing.assert_allclose(u.numpy(), -x, rtol=1e-6)
