@@ -255,3 +255,36 @@ def test_a_preallocated_scan_output_on_the_accelerator_matches_onnx_runtime():
     model, h0, v = _stepping_loop(8, scan=True)
     _check(model, {"M": np.array(6, np.int64), "h0": h0, "v": v}, heterogeneous=True)
     _check(model, {"M": np.array(0, np.int64), "h0": h0, "v": v})  # no iteration: no rows
+
+
+def _scan8_model(batch=2, steps=4, directions=(0,), lens=None):
+    """Opset 8: a running sum per batch entry, reading the scan input reversed
+    with directions=[1]; optional constant sequence_lens."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]), helper.make_node("Identity", ["s_out"], ["y_t"])],
+        "body",
+        [_vi("s_in", F, [3]), _vi("x_t", F, [3])],
+        [_vi("s_out", F, [3]), _vi("y_t", F, [3])],
+    )
+    inits = [] if lens is None else [onnx.numpy_helper.from_array(np.array(lens, np.int64), "L")]
+    scan = helper.make_node("Scan", ["L" if lens is not None else "", "s0", "xs"], ["s", "ys"], body=body,
+                            num_scan_inputs=1, directions=list(directions), name="scan8")  # fmt: skip
+    g = helper.make_graph([scan], "m", [_vi("s0", F, [batch, 3]), _vi("xs", F, [batch, steps, 3])],
+                          [_vi("s", F, [batch, 3]), _vi("ys", F, [batch, steps, 3])], inits)  # fmt: skip
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 8)])
+    model.ir_version = 4
+    return model
+
+
+@pytest.mark.parametrize("directions", [(0,), (1,)])
+def test_an_opset_8_scan_runs_its_loop_per_batch_entry(directions):
+    rng = np.random.default_rng(3)
+    feeds = {"s0": rng.standard_normal((2, 3)).astype(np.float32), "xs": rng.standard_normal((2, 4, 3)).astype(np.float32)}
+    mod = _check(_scan8_model(directions=directions), feeds)
+    assert len([f for f in mod.functions if f != "main"]) == 1  # one loop, called per entry
+    _check(_scan8_model(lens=[4, 4], directions=directions), feeds)  # full lengths: no mask needed
+
+
+def test_an_opset_8_scan_with_shorter_sequence_lens_is_refused_naming_the_node():
+    with pytest.raises(FrontendError, match=r"Scan node 'scan8'.*sequence_lens other than a constant of full lengths"):
+        from_onnx(_scan8_model(lens=[4, 2]))

@@ -85,10 +85,6 @@ EXCLUDED: dict[str, list[str]] = {
         r"^test_gridsample_volumetric_nearest_align_corners_1_cpu$",
         r"^test_gridsample_zeros_padding_cpu$",
     ],
-    # 1 case(s)
-    'FrontendError: unsupported ONNX operator(s): Scan (opset 8)': [
-        r"^test_scan_sum_cpu$",
-    ],
     # 14 case(s)
     'FrontendError: unsupported ONNX operator(s): LinearAttention': [
         r"^test_linear_attention_decode_step_cpu$",

@@ -15,6 +15,6 @@ SUBSET = [
     "test_gather_0", "test_split_equal_parts_2d_opset13", "test_cast_FLOAT_to_DOUBLE", "test_where_example",
     "test_flatten_axis1", "test_dropout_default", "test_lrn", "test_sigmoid", "test_tanh",
     "test_shape", "test_identity", "test_clip_example", "test_leakyrelu",
-    "test_loop11", "test_scan9_sum",  # control flow: a loop through the whole pipeline
+    "test_loop11", "test_scan9_sum", "test_scan_sum",  # control flow: a loop through the whole pipeline
     "test_shufflenet",
 ]  # fmt: skip

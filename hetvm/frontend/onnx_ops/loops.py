@@ -145,6 +145,16 @@ def _same_shape(a: S.TensorStructInfo, b: S.TensorStructInfo) -> list[bool] | No
 def emit_loop(ctx: ConvertContext, node: NodeView, spec: _Loop) -> list[Any]:
     """Builds the loop function for ``spec``, calls it, and returns the node's
     outputs (carried values, then scan outputs) in the enclosing scope."""
+    return emit_loop_calls(ctx, node, spec, [(spec.carried, spec.inputs)])[0]
+
+
+def emit_loop_calls(
+    ctx: ConvertContext, node: NodeView, spec: _Loop, calls: list[tuple[list[Any], list[E.Expr]]]
+) -> list[list[Any]]:
+    """Builds the loop function for ``spec`` once and calls it once per entry of
+    ``calls`` -- (initial carried values, ``slices``' inputs), each of the types
+    of ``spec.carried`` and ``spec.inputs`` (an opset-8 Scan: one call per batch
+    entry) --, returning each call's outputs."""
     outer_names = [n for n in free_names(spec.body) if n not in _inner_inputs(spec)]
     captured: list[tuple[str, E.Expr]] = []
     assert ctx.lookup is not None
@@ -169,12 +179,21 @@ def emit_loop(ctx: ConvertContext, node: NodeView, spec: _Loop) -> list[Any]:
     gv = _add(ctx.bb, func, name)
     for nested_name, nested_func in nested:
         _add(ctx.bb, nested_func, nested_name)
+    outer = captured[: len(captured) - len(spec.inputs)]
+    return [_call_loop(ctx, node, spec, gv, scan_sinfo, carried, outer + [("", x) for x in inputs])
+            for carried, inputs in calls]  # fmt: skip
+
+
+def _call_loop(
+    ctx: ConvertContext, node: NodeView, spec: _Loop, gv: E.GlobalVar, scan_sinfo: list[S.TensorStructInfo],
+    carried: list[Any], captured: list[tuple[str, E.Expr]],
+) -> list[Any]:
     args: list[E.Expr] = [ctx.const(np.array(0, dtype=np.int64))]
     if spec.trips is not None:
         args.append(spec.trips)
     if spec.cond is not None:
         args.append(spec.cond)
-    args.extend(ctx.tensor(v) for v in spec.carried)
+    args.extend(ctx.tensor(v) for v in carried)
     rows = _row_count(ctx, spec.rows) if scan_sinfo and spec.rows is not None else None
     for sinfo in scan_sinfo:
         row = tuple(int(P.const_value(d)) for d in sinfo.shape)
@@ -404,8 +423,10 @@ def convert_loop(ctx: ConvertContext, node: NodeView) -> list[Any]:
     return emit_loop(ctx, node, spec)
 
 
-@converter("Scan", since=9)
+@converter("Scan", since=8)
 def convert_scan(ctx: ConvertContext, node: NodeView) -> list[Any]:
+    if node.opset < 9:
+        return _convert_scan8(ctx, node)
     body = _graph(node, "body", ctx)
     m = node.attr("num_scan_inputs")
     if m is None:
@@ -449,6 +470,63 @@ def convert_scan(ctx: ConvertContext, node: NodeView) -> list[Any]:
             y = ctx.call("permute_dims", y, perm)
         outs[n + j] = y
     return outs
+
+
+def _convert_scan8(ctx: ConvertContext, node: NodeView) -> list[Any]:
+    """Opset-8 ``Scan``: every input has a batch axis 0 (the scan axis is 1) and
+    the body sees one batch entry, so the loop runs once per entry -- one loop
+    function, called for each of the (static) batch entries -- and the entries'
+    results are stacked back on axis 0. ``sequence_lens``, when given, must be a
+    constant of full lengths (shorter ones would make ragged scan outputs)."""
+    body = _graph(node, "body", ctx)
+    m = node.attr("num_scan_inputs")
+    if m is None:
+        raise ctx.error("attribute 'num_scan_inputs' is missing")
+    m = int(m)
+    n = len(node.input_names) - 1 - m
+    if m <= 0 or n < 0 or len(body.input) != n + m:
+        raise ctx.error(f"the body has {len(body.input)} inputs; {max(n, 0)} state(s) and {m} scan input(s) need {max(n, 0) + m}")
+    states = [ctx.tensor(1 + j, f"initial state {j}") for j in range(n)]
+    xs = [ctx.tensor(1 + n + j, f"scan input {j}") for j in range(m)]
+    shapes = [ctx.known_shape(x, f"scan input {j}") for j, x in enumerate(xs)]
+    if any(len(sh) < 2 for sh in shapes):
+        raise ctx.error("opset-8 scan inputs need a batch axis and a sequence axis")
+    batch = P.const_value(shapes[0][0])
+    if batch is None:
+        raise ctx.error(f"needs a static batch size (axis 0 of the scan inputs), got {P.to_str(shapes[0][0])}")
+    length = shapes[0][1]
+    for j, sh in enumerate(shapes[1:], 1):
+        if not (P.prove_equal(sh[0], shapes[0][0]) and P.prove_equal(sh[1], length)):
+            raise ctx.error(f"scan input {j} has batch and length {P.to_str(sh[0])}, {P.to_str(sh[1])}; "
+                            f"scan input 0 {batch}, {P.to_str(length)}")  # fmt: skip
+    if node.input(0) is not None:
+        lens = ctx.folded(0)
+        full = P.const_value(length)
+        if lens is None or full is None or not np.all(np.asarray(lens).reshape(-1) == full):
+            raise ctx.error("sequence_lens other than a constant of full lengths is not supported "
+                            "(shorter entries would make ragged scan outputs)")  # fmt: skip
+    if P.const_value(length) is not None:
+        trips: E.Expr = ctx.const(np.array(int(P.const_value(length)), dtype=np.int64))
+    else:
+        sizes = ctx.call("shape_to_tensor", ctx.call("shape_of", xs[0]))
+        trips = ctx.call("take", sizes, ctx.const(np.array(1, dtype=np.int64)), axis=0, hint="scan_len")
+    dirs = list(node.attr("directions") or [0] * m)
+    if len(dirs) != m:
+        raise ctx.error(f"'directions' has {len(dirs)} entries for {m} scan inputs")
+
+    def entry(values: list[Any], b: int) -> list[Any]:
+        return [ctx.call("take", v, ctx.const(np.array(b, dtype=np.int64)), axis=0, hint="entry") for v in values]
+
+    names = [vi.name for vi in body.input]
+    calls = [(entry(states, b), entry(xs, b)) for b in range(int(batch))]
+    spec = _Loop(body, trips, None, calls[0][0], None, None, names[:n], names[n:],
+                 _scan_slices([0] * m, dirs), first_output=0, inputs=calls[0][1], rows=length)  # fmt: skip
+    results = emit_loop_calls(ctx, node, spec, calls)
+    stacked = []
+    for k in range(len(results[0])):
+        rows = [ctx.call("expand_dims", r[k], [0], hint="entry_out") for r in results]
+        stacked.append(rows[0] if len(rows) == 1 else ctx.call("concat", tuple(rows), axis=0))
+    return stacked
 
 
 def _reverse(ctx: ConvertContext, y: E.Expr) -> E.Expr:
