@@ -240,6 +240,9 @@ def test_scan_outputs_of_1000_iterations_are_written_into_one_preallocated_buffe
         del h, rows
     assert stats[trips]["peak_bytes"] == without_rows + trips * 4 * n
     assert stats[trips]["raw_allocs"] == stats[3]["raw_allocs"]
+    for m in (3, trips):  # the plan, given the output's length, predicts the measured peak
+        predicted = exe.memory_plan(dims={"scan_rows_len": m})["main"][0]
+        assert predicted["predicted_peak_bytes"] == stats[m]["peak_bytes"] and predicted["predicted_peak_exact"]
 
 
 def test_a_scan_writes_its_outputs_in_place_and_matches_onnx_runtime():
