@@ -358,6 +358,18 @@ def test_layer_norm():
     np.testing.assert_allclose(run("nn.layer_norm", attrs, x, g, b, out_shapes=[x.shape]), ref, rtol=1e-4, atol=1e-5)
 
 
+def test_layer_norm_in_float16_and_of_empty_rows():
+    x = rand(2, 5, dtype="float16")
+    g, b = rand(5), rand(5)
+    x32 = x.astype("float32")
+    ref = (x32 - x32.mean(-1, keepdims=True)) / np.sqrt(x32.var(-1, keepdims=True) + 1e-5) * g + b
+    got = run("nn.layer_norm", {"axes": (-1,)}, x, g, b, out_shapes=[x.shape], out_dtype="float16")
+    np.testing.assert_allclose(got.astype("float32"), ref, rtol=2e-2, atol=2e-2)
+    empty = np.zeros((3, 0), "float32")  # no element to normalise: nothing written, no error
+    assert run("nn.layer_norm", {"axes": (-1,)}, empty, np.zeros(0, "float32"), np.zeros(0, "float32"),
+               out_shapes=[(3, 0)]).shape == (3, 0)  # fmt: skip
+
+
 def test_manipulation():
     x = rand(2, 3, 4)
     np.testing.assert_array_equal(run("reshape", {}, x, (4, -1), out_shapes=[(4, 6)]), x.reshape(4, 6))
