@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import DeviceMismatchError, HetvmRuntimeError
 from .device import Device
-from .ndarray import NDArray, ShapeTuple
+from .ndarray import NDArray, ShapeTuple, np_dtype
 from .ndarray import array as nd_array
 from .shapes import ShapeBinder
 
@@ -100,7 +100,8 @@ def _check_tensor(value, info, binder, what, device_of, convert) -> NDArray:
                 f"{what} of function '{binder.func}' must be a tensor, given {_describe(value)}"
             )
         host = np.asarray(value)
-        if dtype is not None and str(host.dtype) != dtype:
+        # (a dtype comparison first: str() of a dtype costs more than the copy)
+        if dtype is not None and host.dtype != _dtype_of(dtype) and str(host.dtype) != dtype:
             raise HetvmRuntimeError(
                 f"{what} of function '{binder.func}': expected dtype {dtype}, given {host.dtype}"
             )
@@ -121,6 +122,14 @@ def _check_tensor(value, info, binder, what, device_of, convert) -> NDArray:
         )
     _bind_shape(info, value.shape, binder, what)
     return value
+
+
+def _dtype_of(name: str) -> Any:
+    """The NumPy dtype a parameter's dtype names (None: not one NumPy knows)."""
+    try:
+        return np_dtype(name)
+    except HetvmRuntimeError:
+        return None
 
 
 def _bind_shape(info: dict, shape: tuple, binder: ShapeBinder, what: str) -> None:
