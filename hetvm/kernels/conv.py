@@ -6,8 +6,10 @@ in long contiguous runs. Four paths, picked per call from the shapes:
 * **pointwise** (1x1 kernel): the input *is* the column matrix, so one
   (batched) product ``W (G, Og, Cg) @ x (N, G, Cg, H*W)`` writes the output in
   place -- no im2col at all.
-* **depthwise-like** (one input channel per group): tap columns and one batched
-  matmul per block of channels; see ``depthwise.py``.
+* **depthwise-like** (one input channel per group): a direct Numba loop with
+  the bias (and, through ``convolve_direct``, the ReLU) fused where Numba is
+  available (``depthwise_direct.py``); else tap columns and one batched matmul
+  per block of channels (``depthwise.py``).
 * **few output channels** (3x3 and larger, stride 1, one group, at most
   ``_KN2ROW_MAX_OUT`` output channels and at most half as many as inputs --
   DenseNet's 128 -> 32): "kn2row". One product ``W' (KH*KW*O, C) @ x_pad
@@ -34,6 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import depthwise_direct
 from .common import as_ints, store
 from .depthwise import depthwise, depthwise_same
 from .registry import register_kernel
@@ -302,6 +305,9 @@ def convolve(xp: Any, geo: Geometry, data: Any, weight: Any, out: Any, bias: Any
     added = False
     if kh == 1 and kw == 1 and not any(pads):
         _pointwise(xp, x, w, dst, groups, strides)
+    elif cg == 1 and depthwise_direct.applies(xp, x, w, dst, groups, bias if dst is out else None):
+        added = bias is not None and dst is out
+        depthwise_direct.run(x, w, dst, strides, dilation, pads, bias if added else None)
     elif cg == 1 and groups > 1 and strides == (1, 1) and out.shape[3] == data.shape[3]:
         added = depthwise_same(xp, x, w, dst, groups, dilation, pads, bias if dst is out else None)
     elif cg == 1 and groups > 1:
@@ -315,6 +321,18 @@ def convolve(xp: Any, geo: Geometry, data: Any, weight: Any, out: Any, bias: Any
     if dst is not out:
         store(out, dst.astype(out.dtype, copy=False))
     return added
+
+
+def convolve_direct(xp: Any, geo: Geometry, data: Any, weight: Any, out: Any, bias: Any, relu: bool) -> bool:
+    """``out = act(conv(data, weight) + bias)`` in one direct kernel where one
+    covers the call (depthwise: see ``depthwise_direct``); False, with nothing
+    written, where none does."""
+    _, cg, kh, kw = weight.shape
+    if cg != 1 or not depthwise_direct.applies(xp, data, weight, out, geo.groups, bias):
+        return False
+    _check_fits(data.shape, out.shape, (kh, kw), geo.strides, geo.dilation, geo.pads)
+    depthwise_direct.run(data, weight, out, geo.strides, geo.dilation, geo.pads, bias, relu)
+    return True
 
 
 def _specialize(xp: Any, attrs: dict) -> Any:
