@@ -8,7 +8,7 @@ from typing import Any
 
 from .common import per_channel, relu_into, same_shape
 from .conv import Geometry, convolve, convolve_direct, geometry
-from .pool import max_pool2d
+from .pool import max_pool2d, pool_direct_max
 from .registry import register_kernel
 
 ACTIVATIONS = ("none", "relu")
@@ -106,6 +106,8 @@ def max_pool2d_bias_act(xp: Any, attrs: dict, data: Any, bias: Any, out: Any) ->
     place on it while it is still in cache (a separate op on a fresh buffer cost a
     stem's pool 55-100 us more)."""
     activation = _activation("nn.max_pool2d_bias_act", attrs)
+    if pool_direct_max(xp, attrs, data, bias, out, activation == "relu"):
+        return
     max_pool2d(xp, {k: v for k, v in attrs.items() if k != "activation"}, data, out)
     per_channel(xp, xp.add, out, bias, out)
     if activation == "relu":

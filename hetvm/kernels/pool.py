@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from . import pool_direct
 from .common import as_ints, store
 from .registry import register_kernel
 from .scratch import scratch
@@ -249,6 +250,8 @@ def max_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     k, s, d, pads = _geometry(attrs, x, out, "nn.max_pool2d")
     if _whole_input(x, out, k, d, pads):
         store(out, x.max(axis=(2, 3), keepdims=True))
+    elif pool_direct.applies(xp, x, out):
+        pool_direct.run(x, out, k, s, d, pads, True)
     elif s == (1, 1):
         xpad = padded(xp, x, pads, _lowest(x.dtype))
         store(out, _fold_flat(xp, xp.maximum, xpad, k, d)[:, :, : out.shape[2], : out.shape[3]])
@@ -282,6 +285,9 @@ def avg_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     geometry = (x.shape[2], x.shape[3], oh, ow, k, s, d, as_ints(attrs.get("padding", (0, 0, 0, 0))),
                 bool(attrs.get("count_include_pad", False)), acc_dtype)  # fmt: skip
     count = _count_map(*geometry)
+    if pool_direct.applies(xp, x, out):
+        pool_direct.run(x, out, k, s, d, pads, False, count=count)
+        return
     uniform = count.min() == count.max()  # no border effects: one scalar division
     if s == (1, 1):
         xpad = padded(xp, xa, pads)
@@ -348,3 +354,15 @@ def adaptive_avg_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
         a, b = (j * w) // ow, math.ceil((j + 1) * w / ow)
         res[:, :, :, j] = rows[:, :, :, a:b].mean(axis=3, dtype=acc)
     store(out, res.astype(out.dtype, copy=False))
+
+
+def pool_direct_max(xp: Any, attrs: dict, x: Any, bias: Any, out: Any, relu: bool) -> bool:
+    """``out = act(max_pool(x) + bias)`` in one direct kernel where one covers the
+    call (see ``pool_direct``); False, with nothing written, where none does."""
+    attrs = {key: v for key, v in attrs.items() if key != "activation"}
+    _check_layout(attrs, "nn.max_pool2d")
+    k, s, d, pads = _geometry(attrs, x, out, "nn.max_pool2d")
+    if not pool_direct.applies(xp, x, out, bias):
+        return False
+    pool_direct.run(x, out, k, s, d, pads, True, bias, relu)
+    return True
