@@ -47,7 +47,7 @@ from .memory_planning.lifetimes import analyze_lifetimes
 from .memory_planning.symbolic_packing import SymbolicBuffer, max_live_symbolic, pack_symbolic
 from .pass_infra import Pass, PassContext
 
-__all__ = ["StaticPlanBlockMemory", "PLAN_ATTR", "plan_function", "lower_bounds"]
+__all__ = ["StaticPlanBlockMemory", "PLAN_ATTR", "plan_function", "lower_bounds", "lower_bounds_at"]
 
 PLAN_ATTR = "memory_plan"
 PLAN_VERSION = 1
@@ -264,6 +264,28 @@ def lower_bounds(name: str, func: E.Function, mod: IRModule) -> dict[tuple[int, 
         key: max_live_bytes(_buffers(life, [m for m in members if m.expr is None]))
         for key, members in groups.items()
     }
+
+
+def lower_bounds_at(name: str, func: E.Function, mod: IRModule, envs: list[dict[str, int]]) -> list[int]:
+    """For each shape environment (variable name -> value), the most bytes of
+    planned tensors live at once over all devices, symbolic sizes evaluated
+    there: the bound :func:`lower_bounds` gives, for programs whose sizes are
+    expressions (MemoryAwareOrder compares orders with it)."""
+    life, groups, _, _ = _collect_sites(name, func, mod, False)
+    out = []
+    for env in envs:
+        total = 0
+        for members in groups.values():
+            sized = []
+            for m in members:
+                if m.expr is None:
+                    sized.append(m)
+                    continue
+                values = {v: env.get(v.name, 1) for v in P.free_vars(m.expr)}
+                sized.append(_Site(m.var, m.call, m.device, m.scope, max(0, int(P.evaluate(m.expr, values))), True))
+            total += max_live_bytes(_buffers(life, sized))
+        out.append(total)
+    return out
 
 
 def _symbolic_buffers(life: Any, members: list[_Site]) -> list[SymbolicBuffer]:

@@ -190,3 +190,48 @@ def test_the_simulation_is_the_planner_s_figure_on_a_random_dag():
         want = hetvm.VirtualMachine(hetvm.build(mod), [hetvm.cpu(0)])["main"](*args).numpy()
     got = hetvm.VirtualMachine(hetvm.build(mod), [hetvm.cpu(0)])["main"](*args).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def interleaved_symbolic():
+    """``interleaved`` with a dynamic row count n: every size is a multiple of n."""
+    from hetvm.ir import prim as P
+
+    n = P.PrimVar("n")
+    x, w1, w2, v = param("x", (n, 32)), param("w1", (32, 1024)), param("w2", (32, 1024)), param("v", (1024, 8))
+    bb = BlockBuilder()
+    with bb.function("main", [x, w1, w2, v]):
+        with bb.dataflow():
+            a = bb.emit(R.matmul(x, w1))
+            b = bb.emit(R.matmul(x, w2))
+            ra = bb.emit(R.matmul(a, v))
+            rb = bb.emit(R.matmul(b, v))
+            out = bb.emit_output(bb.emit(R.add(ra, rb)))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_symbolic_sizes_are_reordered_when_the_order_wins_at_every_representative_size():
+    from hetvm.transform.memory_aware_order import representative_dims
+
+    mod = interleaved_symbolic()
+    out = MemoryAwareOrder()(Normalize()(mod))
+    facts = out.attrs["memory_order"]["main"]
+    assert facts["dims"] in representative_dims(["n"])
+    n = facts["dims"]["n"]
+    big, small = n * 1024 * 4, -(-n * 8 * 4 // 64) * 64
+    assert (facts["given_peak_bytes"], facts["chosen_peak_bytes"]) == (2 * big + small, big + 2 * small)
+    exe, before = hetvm.build(mod), None
+    with PassContext(disabled_pass=["MemoryAwareOrder"]):
+        before = hetvm.build(mod)
+    for rows in (3, 40):
+        got = exe.memory_plan(dims={"n": rows})["main"][0]["lower_bound_bytes"]
+        was = before.memory_plan(dims={"n": rows})["main"][0]["lower_bound_bytes"]
+        assert got == rows * 4096 + 2 * rows * 32 and was == 2 * rows * 4096 + rows * 32
+
+
+def test_no_representative_size_has_a_dim_of_one():
+    from hetvm.transform.memory_aware_order import representative_dims
+
+    envs = representative_dims(["seq", "batch"])
+    assert {"batch": 512, "seq": 4} in envs and {"batch": 4, "seq": 512} in envs and {"batch": 16, "seq": 16} in envs
+    assert all(v >= 4 for env in envs for v in env.values()) and representative_dims([]) == []
