@@ -174,6 +174,8 @@ def _symbolic_figures(entry: dict[str, Any], facts: dict[str, Any], peak: ByteMa
         entry["predicted_peak_bytes_expr"] = peak.serialize()
         formulas["predicted_peak_bytes"] = peak.formula()
         names |= {v.name for v in peak.free_vars()}
+    if "least_bytes" in facts:
+        entry["least_bytes"] = facts["least_bytes"]
     if formulas:
         entry["formulas"] = formulas
         entry["free_dims"] = sorted(names)

@@ -306,6 +306,15 @@ def check_plan_fits(exe: Executable, devices: Sequence[Device]) -> None:
             needed = _int_or_zero(facts.get("planned_bytes"))
             if facts.get("predicted_peak_exact") is True:
                 needed = max(needed, _int_or_zero(facts.get("predicted_peak_bytes")))
+            least = _int_or_zero(facts.get("least_bytes"))  # a symbolic plan at dims of 1
+            if least > capacity:
+                dims = ", ".join(f"{d}=1" for d in facts.get("free_dims") or ())
+                raise MemoryPlanError(
+                    f"the memory plan of function '{fn}' does not fit on {dev} at any size: even at "
+                    f"{dims} it needs at least {least} bytes (lower bound "
+                    f"{(facts.get('formulas') or {}).get('lower_bound_bytes', '?')}), the device's "
+                    f"capacity is {capacity} bytes"
+                )
             if needed > capacity:
                 raise MemoryPlanError(
                     f"the memory plan of function '{fn}' does not fit on {dev}: it needs "

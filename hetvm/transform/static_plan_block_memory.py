@@ -36,7 +36,13 @@ from ..analysis.sizes import (
     symbolic_nbytes,
     tensor_nbytes,
 )
-from ..analysis.symbolic_bytes import ByteMax, format_bytes_expr, is_nonnegative, serialize
+from ..analysis.symbolic_bytes import (
+    ByteMax,
+    format_bytes_expr,
+    is_nonnegative,
+    provably_le,
+    serialize,
+)
 from ..arena_packing import DEFAULT_ALIGNMENT, Buffer, max_live_bytes, pack
 from ..errors import MemoryPlanError
 from ..ir import expr as E
@@ -346,6 +352,20 @@ def _specialisation(
     return {"dims": sorted(dims), "buffers": buffers, "total": total.serialize()}
 
 
+def _least_bytes(lower: ByteMax) -> int | None:
+    """For a symbolic lower bound: its value with every dim at 1, when that is
+    proven to be the least it takes for all dims >= 1 (some candidate is at
+    least it everywhere) -- what a VM can refuse before any call, since no
+    call with non-empty dims needs fewer bytes. None when constant or unproven."""
+    if lower.constant is not None:
+        return None
+    ones = {v.name: 1 for v in lower.free_vars()}
+    k = lower.evaluate(ones)
+    if k > 0 and any(provably_le(P.IntImm(k), t, 1) for t in lower.terms):
+        return k
+    return None
+
+
 def _figure(facts: dict[str, Any], key: str, value: ByteMax) -> None:
     """``facts[key]`` as an int when it is one; else None, with the expression
     (``key_expr``: serialised candidates of a maximum) and its formula."""
@@ -415,6 +435,9 @@ def plan_function(
     for dev, facts in device_facts.items():
         for key, value in sums[dev].items():
             _figure(facts, key, value)
+        least = _least_bytes(sums[dev]["lower_bound_bytes"])
+        if least is not None:
+            facts["least_bytes"] = least
     fn_facts = {
         "outputs_in_plan": plan_outputs,
         "alignment": alignment,

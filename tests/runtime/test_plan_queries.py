@@ -89,3 +89,19 @@ def test_largest_dims_that_fit_is_the_last_value_whose_need_fits():
     assert exe.largest_dims_that_fit("1KiB") == {"n": {0: None}}  # not even n = 1
     with pytest.raises(HetvmError, match="no free dim"):
         exe.largest_dims_that_fit("1GiB", dims={"n": 3})
+
+
+def test_a_symbolic_plan_that_fits_at_no_size_is_refused_when_the_vm_is_made():
+    from hetvm.runtime.device import device
+
+    exe = hetvm.build(_chain_module(), target="sim")
+    facts = exe.memory_plan()["main"][0]
+    assert facts["least_bytes"] == 2048  # the lower bound 2,048 x n at n = 1
+    try:
+        with pytest.raises(hetvm.MemoryPlanError, match=r"does not fit on sim:5 at any size: even at n=1 it needs at least 2048 bytes \(lower bound 2,048 x n\)"):
+            hetvm.VirtualMachine(exe, device("sim", 5, capacity=2000, missing_kernels=()))
+        sim = device("sim", 5, capacity=4096, missing_kernels=())
+        vm = hetvm.VirtualMachine(exe, sim)  # n = 1 fits
+        vm["main"](hetvm.nd.array(np.ones((1, 256), np.float32)).copyto(sim))
+    finally:
+        device("sim", 5, capacity=None)
