@@ -266,3 +266,48 @@ def test_a_damaged_program_in_an_executable_is_refused_at_load(program):
 
     with pytest.raises(hetvm.HetvmError, match="fused_elementwise"):
         bind_kernel("fused_elementwise", "cpu", np, {"program": program})
+
+
+def _random_dag(n, seed=0):
+    """Each op reads one or two earlier values, mostly recent ones (as compile_time.py)."""
+    import random
+
+    from hetvm.ir import BlockBuilder
+
+    rng = random.Random(seed)
+    x = Var("x", struct_info=S.TensorStructInfo((4, 8), F32))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            values = [x]
+            for _ in range(n):
+                a = values[max(0, len(values) - 1 - int(rng.expovariate(0.2)))]
+                if rng.random() < 0.5:
+                    b = values[rng.randrange(len(values))]
+                    values.append(bb.emit(rng.choice((op.add, op.multiply, op.maximum))(a, b)))
+                else:
+                    values.append(bb.emit(rng.choice((op.negative, op.tanh, op.sigmoid))(a)))
+            out = bb.emit_output(values[-1])
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_groups_of_a_random_dag_keep_every_read_inside():
+    """On a 600-op random DAG (groups merge across shared producers): every value
+    a fused group swallows is read only inside it, and no group exceeds MAX_GROUP
+    -- the invariant the planner's per-group read counts must keep."""
+    from hetvm.transform._conv_chain import use_counts
+    from hetvm.transform.fuse_ops import MAX_GROUP, _device_filter, _Planner
+
+    planned = _planned(_random_dag(600))
+    func = planned["main"]
+    uses = use_counts(func)
+    planner = _Planner(uses, _device_filter(planned, None))
+    block = next(b for b in func.body.blocks if b.bindings)
+    plans = planner.plan(block)
+    assert plans and max(len(g) for g in plans.values()) > 2
+    for root, group in plans.items():
+        assert group[-1].var is root and len(group) <= MAX_GROUP
+        for member in group[:-1]:
+            reads = sum(1 for g in group for a in g.value.args if a is member.var)
+            assert reads == uses[member.var]
