@@ -24,13 +24,16 @@ def _fail(op: str, message: str) -> HetvmRuntimeError:
 def _resolve(xp: Any, op: str, idx: Any, dims: tuple[int, ...]) -> Any:
     """``idx[..., j]`` counted from the end where negative, checked against ``dims[j]``."""
     idx = idx.astype(xp.int64, copy=True)
-    for j, d in enumerate(dims):
-        col = idx[..., j]
-        bad = (col < -d) | (col >= d)
-        if col.size and bool(bad.any()):
-            first = int(col[bad].reshape(-1)[0])
-            raise _fail(op, f"index {first} is out of range for a dim of size {d} (position {j} of an index tuple)")
-        col[col < 0] += d
+    if idx.size == 0 or not dims:
+        return idx
+    # every column at once (a transformer's position gather: one call a model call)
+    d = xp.asarray(dims, dtype=xp.int64)
+    bad = (idx < -d) | (idx >= d)
+    if bool(bad.any()):
+        j = int(xp.argmax(bad.reshape(-1, len(dims)).any(axis=0)))  # the first column that is off
+        first = int(idx[..., j][bad[..., j]].reshape(-1)[0])
+        raise _fail(op, f"index {first} is out of range for a dim of size {dims[j]} (position {j} of an index tuple)")
+    idx += (idx < 0) * d
     return idx
 
 

@@ -57,6 +57,10 @@ def test_gather_nd_out_of_range_is_a_clear_error():
         run("gather_nd", {"batch_dims": 0}, data, np.array([[0, 4]]), shape=(1,))
     with pytest.raises(HetvmRuntimeError, match=r"index -4 is out of range for a dim of size 3"):
         run("gather_nd", {"batch_dims": 0}, data, np.array([[-4]]), shape=(1, 4))
+    # several bad indices: the first position of the index tuple that has one is named
+    bad = np.array([[0, 9], [5, 0], [1, -7]])
+    with pytest.raises(HetvmRuntimeError, match=r"index 5 is out of range for a dim of size 3 \(position 0"):
+        run("gather_nd", {"batch_dims": 0}, data, bad, shape=(3,))
 
 
 def scatter_nd_loop(data, indices, updates, reduction):
