@@ -34,3 +34,20 @@ def _devices_unconfigured_after_each_test():
     for api in _APIS.values():
         api.missing_kernels = frozenset()
         api.capacity = None
+
+
+@pytest.fixture(autouse=True)
+def _generated_kernels_as_the_suite_set_them():
+    """Whether generated kernels run is cached process-wide (``codegen_numba``'s
+    ``_checked``/``_numba``): a test that turns Numba on must not leave it on for the
+    next test in the same worker, whose kernels (and scratch, and raised errors)
+    would then depend on the order the tests ran in."""
+    from hetvm.kernels import codegen_numba
+
+    saved = (os.environ.get("HETVM_NUMBA"), codegen_numba._checked, codegen_numba._numba)
+    yield
+    env, codegen_numba._checked, codegen_numba._numba = saved
+    if env is None:
+        os.environ.pop("HETVM_NUMBA", None)
+    else:
+        os.environ["HETVM_NUMBA"] = env
