@@ -36,7 +36,7 @@ def numba_mode(monkeypatch):
 
     def set_mode(value):
         monkeypatch.setenv("HETVM_NUMBA", value)
-        monkeypatch.setattr(cg, "_checked", False)
+        cg._checked = False  # not monkeypatched: undoing it could restore a stale "checked"
 
     yield set_mode
     cg._checked = False

@@ -22,7 +22,7 @@ def _numba_on(monkeypatch, tmp_path_factory):
     with a kernel cache shared by the tests of one run."""
     monkeypatch.setenv("HETVM_NUMBA", "1")
     monkeypatch.setenv("HETVM_KERNEL_CACHE", str(tmp_path_factory.getbasetemp() / "kernels"))
-    monkeypatch.setattr(cg, "_checked", False)
+    cg._checked = False  # not monkeypatched: undoing it could restore a stale "checked"
     yield
     cg._checked = False
 

@@ -21,7 +21,7 @@ pytest.importorskip("numba")
 def _numba_on(monkeypatch):
     """The suite turns generated kernels off; these tests turn them on."""
     monkeypatch.setenv("HETVM_NUMBA", "1")
-    monkeypatch.setattr(cg, "_checked", False)
+    cg._checked = False  # not monkeypatched: undoing it could restore a stale "checked"
     yield
     cg._checked = False
 
@@ -30,7 +30,7 @@ def _numpy_path(monkeypatch, geo, x, w, bias=None, relu=False):
     """The same call on the NumPy depthwise path (Numba off)."""
     with monkeypatch.context() as m:
         m.setenv("HETVM_NUMBA", "0")
-        m.setattr(cg, "_checked", False)
+        cg._checked = False
         out = np.empty(_out_shape(geo, x, w), x.dtype)
         if not convolve(np, geo, x, w, out, bias) and bias is not None:
             out += bias.reshape(1, -1, 1, 1)

@@ -21,7 +21,7 @@ pytest.importorskip("numba")
 def _numba_on(monkeypatch):
     """The suite turns generated kernels off; these tests turn them on."""
     monkeypatch.setenv("HETVM_NUMBA", "1")
-    monkeypatch.setattr(cg, "_checked", False)
+    cg._checked = False  # not monkeypatched: undoing it could restore a stale "checked"
     yield
     cg._checked = False
 
@@ -30,7 +30,7 @@ def _folds(monkeypatch, op, attrs, *args):
     """The same call on the NumPy folds (Numba off)."""
     with monkeypatch.context() as m:
         m.setenv("HETVM_NUMBA", "0")
-        m.setattr(cg, "_checked", False)
+        cg._checked = False
         get_kernel(op, "cpu")(np, attrs, *args)
     cg._checked = False
 
