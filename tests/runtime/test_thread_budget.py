@@ -27,8 +27,11 @@ def _probe_exe(name: str) -> Executable:
 
 
 @pytest.fixture
-def blas_at_two():
-    """BLAS set to 2 threads around the test, whatever the process had (restored)."""
+def blas_at_two(monkeypatch):
+    """BLAS set to 2 threads around the test, whatever the process had (restored).
+    The budget's BLAS controller is made afresh: the one cached by an earlier test
+    misses a BLAS loaded since (SciPy brings its own OpenBLAS)."""
+    monkeypatch.setattr(budget_mod, "_controller_checked", False)
     if not _blas_threads():
         pytest.skip("no BLAS library that threadpoolctl can control")
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
