@@ -32,6 +32,8 @@ def blas_at_two(monkeypatch):
     The budget's BLAS controller is made afresh: the one cached by an earlier test
     misses a BLAS loaded since (SciPy brings its own OpenBLAS)."""
     monkeypatch.setattr(budget_mod, "_controller_checked", False)
+    # a budget left applied (a call that never restored) would keep the next one from applying
+    assert budget_mod._active == 0, f"{budget_mod._active} thread budget(s) still applied: {threadpoolctl.threadpool_info()}"
     if not _blas_threads():
         pytest.skip("no BLAS library that threadpoolctl can control")
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
@@ -51,8 +53,9 @@ def test_vm_call_runs_under_the_budget_and_restores_it(blas_at_two):
         before = _blas_threads()
         out = vm["main"](np.ones(2, "float32"))
         np.testing.assert_array_equal(out.numpy(), [1.0, 1.0])
-        assert before == [2] * len(before)
-        assert seen == [[1] * len(before)]  # inside the call: the budget
+        info = threadpoolctl.threadpool_info()
+        assert before == [2] * len(before), info
+        assert seen == [[1] * len(before)], info  # inside the call: the budget
         assert _blas_threads() == before  # after it: what was there
     finally:
         remove_global_func("test_threads.probe")
@@ -90,7 +93,7 @@ def test_no_budget_leaves_blas_alone(blas_at_two):
 def test_nested_budgets_keep_the_outer_blas_setting_until_the_last_leaves(blas_at_two):
     outer, inner = ThreadBudget(1), ThreadBudget(2)
     with outer:
-        assert set(_blas_threads()) == {1}
+        assert set(_blas_threads()) == {1}, (budget_mod._saved, threadpoolctl.threadpool_info())
         with inner:
             assert set(_blas_threads()) == {1}
         assert set(_blas_threads()) == {1}
