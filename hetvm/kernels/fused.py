@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import epilogue_direct
 from .common import per_channel, relu_into, same_shape
 from .conv import Geometry, convolve, convolve_direct, geometry
 from .pool import max_pool2d, pool_direct_max
@@ -38,10 +39,14 @@ def _images(data: Any, out: Any, *more: Any) -> Any:
 def _bias_act(xp: Any, geo: Geometry, activation: str, data: Any, weight: Any, bias: Any, out: Any) -> None:
     if convolve_direct(xp, geo, data, weight, out, bias, activation == "relu"):
         return
+    relu = activation == "relu"
     for x, y in _images(data, out):
-        if not convolve(xp, geo, x, weight, y, bias):
+        added = convolve(xp, geo, x, weight, y, bias)
+        if epilogue_direct.run(xp, y, None if added else bias, None, relu):
+            continue
+        if not added:
             per_channel(xp, xp.add, y, bias, y)
-        if activation == "relu":
+        if relu:
             relu_into(xp, y, y)
 
 
@@ -56,11 +61,15 @@ def _bias_add_act(
     may_share = getattr(xp, "may_share_memory", None)
     if may_share is not None and may_share(out, residual):
         residual = residual.copy()
+    relu = activation == "relu"
     for x, y, r in _images(data, out, residual):
-        if not convolve(xp, geo, x, weight, y, bias):
+        added = convolve(xp, geo, x, weight, y, bias)
+        if epilogue_direct.run(xp, y, None if added else bias, r, relu):
+            continue
+        if not added:
             per_channel(xp, xp.add, y, bias, y)
         xp.add(y, r, out=y)
-        if activation == "relu":
+        if relu:
             relu_into(xp, y, y)
 
 
