@@ -33,8 +33,7 @@ __all__ = ["ThreadBudget", "check_threads", "blas_control"]
 log = logging.getLogger("hetvm.threads")
 
 _LOCK = threading.Lock()
-_controller: Any = None
-_controller_checked = False
+_no_threadpoolctl_logged = False
 _active = 0  # calls inside a budget now (any thread)
 _saved: list[tuple[Any, int]] = []  # (BLAS library, threads it had) while active
 
@@ -49,21 +48,21 @@ def check_threads(threads: Any, where: str = "threads") -> int | None:
 
 
 def blas_control() -> Any:
-    """threadpoolctl's controller of the BLAS libraries loaded now, made once;
-    None where threadpoolctl is not installed (the budget then leaves BLAS as it is)."""
-    global _controller, _controller_checked
-    if not _controller_checked:
-        with _LOCK:
-            if not _controller_checked:
-                try:
-                    from threadpoolctl import ThreadpoolController
-                except ImportError:
-                    log.info("threadpoolctl is not installed: a thread budget leaves BLAS's pool as it is")
-                    _controller = None
-                else:
-                    _controller = ThreadpoolController().select(user_api="blas")
-                _controller_checked = True
-    return _controller
+    """threadpoolctl's controller of the BLAS libraries loaded *now*; None where
+    threadpoolctl is not installed (the budget then leaves BLAS as it is).
+
+    Scanned afresh on every call (about 0.1 ms, once per budget made): a BLAS
+    loaded after the first budget -- SciPy brings its own OpenBLAS -- must be
+    capped too, and a controller cached at the first budget missed it."""
+    global _no_threadpoolctl_logged
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        if not _no_threadpoolctl_logged:
+            _no_threadpoolctl_logged = True
+            log.info("threadpoolctl is not installed: a thread budget leaves BLAS's pool as it is")
+        return None
+    return ThreadpoolController().select(user_api="blas")
 
 
 class ThreadBudget:

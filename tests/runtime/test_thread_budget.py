@@ -27,11 +27,8 @@ def _probe_exe(name: str) -> Executable:
 
 
 @pytest.fixture
-def blas_at_two(monkeypatch):
-    """BLAS set to 2 threads around the test, whatever the process had (restored).
-    The budget's BLAS controller is made afresh: the one cached by an earlier test
-    misses a BLAS loaded since (SciPy brings its own OpenBLAS)."""
-    monkeypatch.setattr(budget_mod, "_controller_checked", False)
+def blas_at_two():
+    """BLAS set to 2 threads around the test, whatever the process had (restored)."""
     # a budget left applied (a call that never restored) would keep the next one from applying
     assert budget_mod._active == 0, f"{budget_mod._active} thread budget(s) still applied: {threadpoolctl.threadpool_info()}"
     if not _blas_threads():
@@ -123,8 +120,6 @@ def test_without_threadpoolctl_the_budget_still_runs(monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # import fails
-    monkeypatch.setattr(budget_mod, "_controller", None)
-    monkeypatch.setattr(budget_mod, "_controller_checked", False)
     assert budget_mod.blas_control() is None
     vm = hetvm.VirtualMachine(_probe_exe("test_threads.identity"), threads=1)
     register_func("test_threads.identity", lambda t: t, override=True)
@@ -132,3 +127,22 @@ def test_without_threadpoolctl_the_budget_still_runs(monkeypatch):
         np.testing.assert_array_equal(vm["main"](np.ones(2, "float32")).numpy(), [1.0, 1.0])
     finally:
         remove_global_func("test_threads.identity")
+
+
+def test_each_budget_finds_the_blas_libraries_loaded_by_then(monkeypatch):
+    # a BLAS loaded after the first budget (SciPy's own OpenBLAS) must be capped by
+    # later budgets: the libraries are looked up when a budget is made, not cached
+    loaded = [["openblas-a"]]
+
+    class FakeController:
+        def __init__(self):
+            self.lib_controllers = list(loaded[0])
+
+        def select(self, user_api):
+            assert user_api == "blas"
+            return self
+
+    monkeypatch.setattr(threadpoolctl, "ThreadpoolController", FakeController)
+    assert ThreadBudget(1)._libs == ["openblas-a"]
+    loaded[0] = ["openblas-a", "scipy-openblas"]
+    assert ThreadBudget(1)._libs == ["openblas-a", "scipy-openblas"]
