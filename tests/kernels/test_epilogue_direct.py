@@ -13,13 +13,7 @@ from hetvm.kernels import epilogue_direct, get_kernel
 pytest.importorskip("numba")
 
 
-@pytest.fixture(autouse=True)
-def _numba_on(monkeypatch):
-    """The suite turns generated kernels off; these tests turn them on."""
-    monkeypatch.setenv("HETVM_NUMBA", "1")
-    cg._checked = False  # not monkeypatched: undoing it could restore a stale "checked"
-    yield
-    cg._checked = False
+pytestmark = pytest.mark.usefixtures("numba_on")
 
 
 def _numpy(bias, residual, relu, out):

@@ -17,13 +17,7 @@ from .test_pool_kernels import _attrs, _case
 pytest.importorskip("numba")
 
 
-@pytest.fixture(autouse=True)
-def _numba_on(monkeypatch):
-    """The suite turns generated kernels off; these tests turn them on."""
-    monkeypatch.setenv("HETVM_NUMBA", "1")
-    cg._checked = False  # not monkeypatched: undoing it could restore a stale "checked"
-    yield
-    cg._checked = False
+pytestmark = pytest.mark.usefixtures("numba_on")
 
 
 def _folds(monkeypatch, op, attrs, *args):
