@@ -4,8 +4,9 @@ Why: a build compiles (or loads from the disk cache) every generated Numba
 kernel its fused ops call. In one process a second build finds them already
 compiled, so each build here runs in its own interpreter: the cold one with an
 empty ``HETVM_KERNEL_CACHE``, the warm one with the cache the cold one left.
-Numba's own cache (``NUMBA_CACHE_DIR``, where the direct convolution and pooling
-loops compile on their first call) is pointed at the same directory.
+The build also compiles the direct depthwise, pooling and epilogue loops the
+model's calls take (their Numba cache is in ``HETVM_KERNEL_CACHE`` too);
+``NUMBA_CACHE_DIR`` is pointed at the same directory all the same.
 ``from_onnx`` is timed apart; "build" is ``hetvm.build`` alone, "1st call" the
 VM's first call; "kernels" and
 "kernel s" are what the build reports (``generated_kernels`` metadata).

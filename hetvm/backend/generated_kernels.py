@@ -3,7 +3,10 @@
 Why: Numba compiles on a kernel's first call; a build that compiles (or loads
 from the disk cache) every ``fused_elementwise`` kernel whose shapes are known
 keeps that time out of the first run and can say how long it took. Kernels of
-symbolic shapes compile on their first call instead.
+symbolic shapes compile on their first call instead. The direct loops
+(depthwise convolution, pooling, convolution epilogue: see
+:mod:`.direct_kernels`) a module's calls take are compiled here too, once per
+dtype, and counted in the same report.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from ..ir import prim as P
 from ..ir import struct_info as S
 from ..ir.module import IRModule
 from ..ir.visitor import ExprVisitor
+from . import direct_kernels
 
 __all__ = ["compile_generated_kernels"]
 
@@ -27,10 +31,14 @@ _SYMBOL = "kernel.fused_elementwise"
 class _Calls(ExprVisitor):
     def __init__(self) -> None:
         self.found: list[E.Call] = []
+        self.direct: list[E.Call] = []
 
     def visit_call(self, call: E.Call) -> None:
-        if isinstance(call.op, E.ExternFunc) and call.op.global_symbol == _SYMBOL:
-            self.found.append(call)
+        if isinstance(call.op, E.ExternFunc):
+            if call.op.global_symbol == _SYMBOL:
+                self.found.append(call)
+            elif call.op.global_symbol in direct_kernels.SYMBOLS:
+                self.direct.append(call)
         super().visit_call(call)
 
 
@@ -41,10 +49,18 @@ def _static(sinfo: Any) -> tuple[tuple[int, ...], str] | None:
     return None if any(d is None for d in dims) else (dims, sinfo.dtype)  # type: ignore[return-value]
 
 
+def _on_cpu(call: E.Call, vdevs: Any) -> bool:
+    dev = int(call.attrs.get("device_index", 0))
+    return not vdevs or (dev < len(vdevs) and vdevs[dev].kind == "cpu")
+
+
 def compile_generated_kernels(mod: IRModule) -> dict | None:
-    """Compiles the module's fused kernels on CPU devices; ``{"generator",
-    "kernels", "compile_seconds"}`` or None when there are none or no Numba."""
+    """Compiles the module's fused kernels and the direct loops its calls take, on
+    CPU devices; ``{"generator", "kernels", "compile_seconds", "direct"}``
+    (``direct``: the loops, e.g. ``"depthwise float32"``) or None when there
+    are none or no Numba."""
     from ..kernels import codegen_numba as cg
+    from ..kernels import depthwise_direct
 
     calls = _Calls()
     for func in mod.functions.values():
@@ -53,16 +69,24 @@ def compile_generated_kernels(mod: IRModule) -> dict | None:
     vdevs = mod.vdevices
     todo = []
     for call in calls.found:
-        dev = int(call.attrs.get("device_index", 0))
-        if vdevs and (dev >= len(vdevs) or vdevs[dev].kind != "cpu"):
+        if not _on_cpu(call, vdevs):
             continue
         args = [_static(a.struct_info) for a in call.args]
         if any(a is None for a in args):
             continue
         todo.append((call, args))
-    if not todo or not cg.available():
+    if not (todo or calls.direct) or not cg.available():
         return None
+    threaded = cg._numba.config.NUMBA_NUM_THREADS > 1
+    loops: dict[direct_kernels.Loop, None] = {}
+    for call in calls.direct:
+        if _on_cpu(call, vdevs):
+            attrs = call.attrs.get("op_attrs") or {}
+            for loop in direct_kernels.loops_of(call.op.global_symbol, attrs, call.args,  # type: ignore[union-attr]
+                                                depthwise_direct.PARALLEL_MIN, threaded):  # fmt: skip
+                loops[loop] = None
     start = time.perf_counter()
+    total = len(todo) + len(loops)
     done = set()
     for n, (call, args) in enumerate(todo, 1):
         program = tuple(tuple(s) for s in call.attrs["op_attrs"]["program"])
@@ -75,7 +99,17 @@ def compile_generated_kernels(mod: IRModule) -> dict | None:
         if took is None:  # the NumPy runner runs these shapes (see codegen_numba.mode)
             continue
         done.add(key)
-        log.info("generated kernel %d/%d compiled in %.2f s", n, len(todo), took)
-    if not done:
+        log.info("generated kernel %d/%d compiled in %.2f s", n, total, took)
+    direct = []
+    for n, loop in enumerate(loops, len(todo) + 1):
+        t0 = time.perf_counter()
+        count = direct_kernels.precompile(loop)
+        took = time.perf_counter() - t0
+        cg.count_compiled(count, took)
+        name = direct_kernels.describe(loop)
+        direct.append(name)
+        log.info("direct loop %d/%d (%s) compiled in %.2f s", n, total, name, took)
+    if not done and not direct:
         return None
-    return {"generator": "numba", "kernels": len(done), "compile_seconds": round(time.perf_counter() - start, 3)}
+    return {"generator": "numba", "kernels": len(done) + len(direct),
+            "compile_seconds": round(time.perf_counter() - start, 3), "direct": direct}  # fmt: skip

@@ -1,7 +1,10 @@
 """Numba loops of the direct depthwise convolution (imported only with Numba).
 
 Kept apart from :mod:`.depthwise_direct` so that importing hetvm never imports
-Numba; ``cache=True`` keeps the machine code on disk across runs.
+Numba; it is imported from its copy in the kernel cache directory
+(``codegen_numba.package_module``), so ``cache=True`` keeps the machine code
+there across runs, and ``hetvm.build`` compiles (or loads) the loops a
+program takes (``backend/direct_kernels.py``).
 
 Per (image, output channel): the input channel is copied into a padded plane
 (zero borders), flattened with the padded width ``WP`` as its row pitch, so

@@ -1,4 +1,5 @@
-"""Numba loop of a convolution's epilogue (imported only with Numba): see
+"""Numba loop of a convolution's epilogue (imported only with Numba, from its
+copy in the kernel cache directory: see ``_depthwise_jit``): see
 :mod:`.epilogue_direct`."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Numba loops of max and average pooling (imported only with Numba).
+"""Numba loops of max and average pooling (imported only with Numba, from its
+copy in the kernel cache directory: see ``_depthwise_jit``).
 
 Per (image, channel) plane, as in ``_depthwise_jit``: the plane is copied into
 a padded plane whose borders hold the fold's identity (the lowest value for

@@ -52,7 +52,7 @@ import numpy as np
 from .fused_program import STEP_OPS, NumpyRunner, check_broadcast, parse_ref
 
 __all__ = ["available", "mode", "prefers_generated", "LIBM_BOUND", "LIBM_SMALL", "generated_kernel", "covers",
-           "compile_stats", "kernel_source", "PARALLEL_MIN"]
+           "compile_stats", "count_compiled", "package_module", "kernel_source", "PARALLEL_MIN"]
 
 log = logging.getLogger("hetvm.codegen")
 
@@ -156,6 +156,13 @@ def available() -> bool:
 def compile_stats() -> dict:
     """How many kernels this process compiled or loaded, and the seconds it took."""
     return dict(_stats)
+
+
+def count_compiled(kernels: int, seconds: float) -> None:
+    """Adds kernels compiled (or loaded) outside this module -- the direct loops --
+    to :func:`compile_stats`."""
+    _stats["kernels"] += kernels
+    _stats["compile_seconds"] += seconds
 
 
 def covers(program: Sequence[Sequence[Any]], input_dtypes: Sequence[str]) -> bool:
@@ -286,6 +293,18 @@ def _load(source: str) -> Any:
         spec.loader.exec_module(mod)  # the generated file we just wrote, not input
         _MODULES[digest] = mod
         return mod
+
+
+def package_module(name: str) -> Any:
+    """hetvm's own Numba module ``hetvm/kernels/<name>.py`` (the direct loops),
+    imported from its copy in the kernel cache directory.
+
+    Why: Numba keeps a module's machine code next to its source file (or in a
+    user-wide directory where the package is read-only); loaded from the copy,
+    the direct loops' code lies in ``HETVM_KERNEL_CACHE`` with the generated
+    kernels', one directory to keep or clear. The copy is rewritten only when
+    the package's file changes, so Numba's cache stays valid across runs."""
+    return _load((Path(__file__).parent / f"{name}.py").read_text())
 
 
 def _merge(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tuple[tuple[int, ...], list[list[bool]]]:

@@ -37,10 +37,23 @@ _jit: Any = None
 def _loops() -> Any:
     global _jit
     if _jit is None:
-        from . import _depthwise_jit
-
-        _jit = _depthwise_jit
+        _jit = codegen_numba.package_module("_depthwise_jit")
     return _jit
+
+
+def precompile(dtype: str, parallel: bool) -> int:
+    """Compiles (or loads from the disk cache) the loops :func:`run` calls for
+    ``dtype`` (float32 or float64), with the argument types it passes, ahead of
+    a run; ``parallel`` also the threaded loop. Returns how many it compiled."""
+    nb = codegen_numba._numba
+    elem = nb.from_dtype(np.dtype(dtype))
+    arr = [nb.types.Array(elem, nd, "C") for nd in (4, 3, 1, 4)]
+    sig = (*arr, *[nb.types.int64] * 9, nb.types.boolean, nb.types.boolean)
+    jit = _loops()
+    loops = (jit.serial, jit.parallel) if parallel else (jit.serial,)
+    for fn in loops:
+        fn.compile(sig)
+    return len(loops)
 
 
 def applies(xp: Any, data: Any, weight: Any, out: Any, groups: int, bias: Any = None) -> bool:

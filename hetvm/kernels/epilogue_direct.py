@@ -29,7 +29,6 @@ _jit: Any = None
 def run(xp: Any, out: Any, bias: Any = None, residual: Any = None, relu: bool = False) -> bool:
     """``out = act(out + bias[c] + residual)`` in place in one pass; False, with
     nothing written, where this kernel does not cover the call."""
-    global _jit
     if xp is not np or out.ndim < 2 or out.dtype not in _FLOATS or not out.flags.c_contiguous:
         return False
     if bias is not None and (bias.dtype != out.dtype or bias.shape != (out.shape[1],)):
@@ -38,14 +37,28 @@ def run(xp: Any, out: Any, bias: Any = None, residual: Any = None, relu: bool = 
         return False
     if not codegen_numba.available():
         return False
-    if _jit is None:
-        from . import _epilogue_jit
-
-        _jit = _epilogue_jit
     n, c, p = out.shape[0], out.shape[1], math.prod(out.shape[2:])
     flat = out.reshape(n, c, p)
     empty = np.zeros((0, 0, 0), out.dtype)
     res = np.ascontiguousarray(residual).reshape(n, c, p) if residual is not None else empty
     b = np.ascontiguousarray(bias) if bias is not None else np.zeros(0, out.dtype)
-    _jit.bias_add_act(flat, b, res, bool(relu))
+    _loops().bias_add_act(flat, b, res, bool(relu))
     return True
+
+
+def _loops() -> Any:
+    global _jit
+    if _jit is None:
+        _jit = codegen_numba.package_module("_epilogue_jit")
+    return _jit
+
+
+def precompile(dtype: str) -> int:
+    """Compiles (or loads from the disk cache) the pass for ``dtype`` (float32 or
+    float64) with the argument types :func:`run` passes, ahead of a run.
+    Returns how many it compiled (1)."""
+    nb = codegen_numba._numba
+    elem = nb.from_dtype(np.dtype(dtype))
+    a3 = nb.types.Array(elem, 3, "C")
+    _loops().bias_add_act.compile((a3, nb.types.Array(elem, 1, "C"), a3, nb.types.boolean))
+    return 1

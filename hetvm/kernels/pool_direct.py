@@ -30,10 +30,22 @@ _jit: Any = None
 def _loops() -> Any:
     global _jit
     if _jit is None:
-        from . import _pool_jit
-
-        _jit = _pool_jit
+        _jit = codegen_numba.package_module("_pool_jit")
     return _jit
+
+
+def precompile(dtype: str, is_max: bool) -> int:
+    """Compiles (or loads from the disk cache) the loop for ``dtype`` (float32
+    or float64) with the argument types :func:`run` passes for max pooling or
+    for the average (whose count map is ``pool``'s read-only cached one), ahead
+    of a run. Returns how many it compiled (1)."""
+    nb = codegen_numba._numba
+    elem = nb.from_dtype(np.dtype(dtype))
+    a4, a1 = nb.types.Array(elem, 4, "C"), nb.types.Array(elem, 1, "C")
+    count = nb.types.Array(elem, 2, "C", readonly=not is_max)
+    ints = [nb.types.int64] * 10
+    _loops().pool.compile((a4, a4, *ints, nb.types.boolean, nb.types.float64, a1, nb.types.boolean, count))
+    return 1
 
 
 def applies(xp: Any, x: Any, out: Any, bias: Any = None) -> bool:

@@ -1,0 +1,94 @@
+"""Which direct Numba loops (depthwise convolution, pooling, convolution
+epilogue) a lowered module's kernel calls will take, for which dtypes.
+
+Why: those loops compile on their first call unless the build compiles them;
+knowing from the calls' struct info which ones a run takes lets the build
+compile (or load from the disk cache) exactly those, and no others. The
+tests here mirror the kernels' own ``applies`` checks on what is static; a
+call whose dtypes or ranks are not known is left to compile on its first call.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from ..ir import expr as E
+from ..ir import prim as P
+from ..ir import struct_info as S
+
+__all__ = ["SYMBOLS", "describe", "loops_of", "precompile"]
+
+_FLOATS = ("float32", "float64")
+_CONV = ("kernel.nn.conv2d", "kernel.nn.conv2d_bias_act", "kernel.nn.conv2d_bias_add_act")
+_POOL = ("kernel.nn.max_pool2d", "kernel.nn.avg_pool2d", "kernel.nn.max_pool2d_bias_act")
+SYMBOLS = frozenset(_CONV + _POOL)
+
+#: a loop to compile: ("depthwise", dtype, parallel) | ("pool", dtype, is_max) | ("epilogue", dtype, False)
+Loop = tuple[str, str, bool]
+
+
+def _tensor(arg: E.Expr) -> tuple[str, tuple[int | None, ...]] | None:
+    sinfo = arg.struct_info
+    if not isinstance(sinfo, S.TensorStructInfo) or sinfo.shape is None or sinfo.dtype is None:
+        return None
+    return sinfo.dtype, tuple(P.const_value(d) for d in sinfo.shape)
+
+
+def _depthwise(attrs: dict, data: Any, weight: Any, out: Any) -> bool:
+    """``depthwise_direct.applies`` on static info (1x1 unpadded convolutions
+    take the pointwise path before it)."""
+    (dt, xs), (wt, ws), (ot, os_) = data, weight, out
+    groups = int(attrs.get("groups", 1))
+    if len(xs) != 4 or len(ws) != 4 or len(os_) != 4 or ws[1] != 1 or groups <= 1 or xs[1] != groups:
+        return False
+    if ws[2] == 1 and ws[3] == 1 and not any(attrs.get("padding", (0, 0, 0, 0))):
+        return False
+    return dt in _FLOATS and wt == dt and ot == dt
+
+
+def loops_of(symbol: str, attrs: dict, args: Sequence[E.Expr], parallel_min: int, threaded: bool) -> list[Loop]:
+    """The direct loops a call of kernel ``symbol`` (arguments ``args``, the
+    output last) runs; ``parallel_min`` and ``threaded`` decide whether the
+    depthwise call may take the threaded loop."""
+    info = [_tensor(a) for a in args]
+    if any(i is None for i in info):
+        return []
+    out = info[-1]
+    if symbol in _POOL:
+        (dt, xs), (ot, os_) = info[0], out
+        if len(xs) != 4 or len(os_) != 4 or dt not in _FLOATS or ot != dt:
+            return []
+        return [("pool", dt, symbol != "kernel.nn.avg_pool2d")]
+    loops: list[Loop] = []
+    if _depthwise(attrs, info[0], info[1], out):
+        size = None if any(d is None for d in out[1]) else math.prod(out[1])  # type: ignore[arg-type]
+        loops.append(("depthwise", out[0], threaded and (size is None or size >= parallel_min)))
+        if symbol == "kernel.nn.conv2d_bias_act":  # bias and activation fused into the loop
+            return loops
+    if symbol != "kernel.nn.conv2d" and out[0] in _FLOATS and len(out[1]) >= 2:
+        loops.append(("epilogue", out[0], False))
+    return loops
+
+
+def describe(loop: Loop) -> str:
+    """The build report's name of a loop: ``"depthwise float32"``,
+    ``"depthwise+parallel float32"``, ``"max_pool float32"``, ``"epilogue float64"``."""
+    kind, dtype, flag = loop
+    if kind == "pool":
+        kind = "max_pool" if flag else "avg_pool"
+    elif kind == "depthwise" and flag:
+        kind = "depthwise+parallel"
+    return f"{kind} {dtype}"
+
+
+def precompile(loop: Loop) -> int:
+    """Compiles (or loads) one loop; how many Numba functions that was."""
+    from ..kernels import depthwise_direct, epilogue_direct, pool_direct
+
+    kind, dtype, flag = loop
+    if kind == "depthwise":
+        return depthwise_direct.precompile(dtype, flag)
+    if kind == "pool":
+        return pool_direct.precompile(dtype, flag)
+    return epilogue_direct.precompile(dtype)

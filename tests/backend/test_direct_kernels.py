@@ -1,0 +1,118 @@
+"""The build compiles the direct Numba loops its calls take (``hetvm/backend/
+direct_kernels.py``, ``generated_kernels.py``) before any call."""
+
+import numpy as np
+import pytest
+
+import hetvm
+import hetvm.op as op
+from hetvm.ir import expr as E
+from hetvm.kernels import codegen_numba
+from hetvm.testing.ir_query import one_input_module
+
+RNG = np.random.default_rng(0)
+W = RNG.standard_normal((8, 1, 3, 3)).astype("float32")
+B = RNG.standard_normal((8,)).astype("float32")
+
+
+def _module(pool: str = "max"):
+    """Depthwise 3x3 convolution, bias, ReLU, then a 2x2/2 pool."""
+
+    def body(bb, x):
+        y = bb.emit(op.nn.conv2d(x, E.const(W), padding=(1, 1), groups=8))
+        y = bb.emit(op.nn.relu(bb.emit(op.add(y, E.const(B.reshape(1, 8, 1, 1))))))
+        pooled = op.nn.max_pool2d if pool == "max" else op.nn.avg_pool2d
+        return bb.emit(pooled(y, pool_size=(2, 2), strides=(2, 2)))
+
+    return one_input_module(body, (1, 8, 16, 16))
+
+
+def _reference(x, pool: str):
+    pad = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    y = np.zeros_like(x)
+    for ky in range(3):
+        for kx in range(3):
+            y += W[None, :, 0, ky, kx, None, None] * pad[:, :, ky : ky + 16, kx : kx + 16]
+    y = np.maximum(y + B[None, :, None, None], 0)
+    windows = y.reshape(1, 8, 8, 2, 8, 2)
+    return windows.max(axis=(3, 5)) if pool == "max" else windows.mean(axis=(3, 5))
+
+
+# each case compiles the two loops cold (about 3 s): the average's is slow
+@pytest.mark.parametrize("pool", ["max", pytest.param("avg", marks=pytest.mark.slow)])
+def test_a_build_compiles_the_direct_loops_before_any_call(monkeypatch, tmp_path, pool):
+    pytest.importorskip("numba")
+    monkeypatch.setenv("HETVM_NUMBA", "1")
+    monkeypatch.setenv("HETVM_KERNEL_CACHE", str(tmp_path))
+    codegen_numba._checked = False
+    from hetvm.kernels import depthwise_direct, pool_direct
+
+    # the loops loaded afresh, from this test's cache directory
+    monkeypatch.setattr(codegen_numba, "_MODULES", {})
+    monkeypatch.setattr(depthwise_direct, "_jit", None)
+    monkeypatch.setattr(pool_direct, "_jit", None)
+    before = codegen_numba.compile_stats()
+    exe = hetvm.build(_module(pool))
+    info = exe.metadata["generated_kernels"]
+    assert info["direct"] == ["depthwise float32", f"{pool}_pool float32"]
+    assert info["kernels"] == 2 and info["compile_seconds"] > 0
+    after = codegen_numba.compile_stats()
+    assert after["kernels"] - before["kernels"] == 2
+    assert after["compile_seconds"] > before["compile_seconds"]
+    # compiled with the argument types the run passes: the call adds no signature
+    conv, pooling = depthwise_direct._loops().serial, pool_direct._loops().pool
+    signatures = (len(conv.signatures), len(pooling.signatures))
+    assert min(signatures) >= 1
+    x = RNG.standard_normal((1, 8, 16, 16)).astype("float32")
+    got = hetvm.VirtualMachine(exe)["main"](x).numpy()
+    np.testing.assert_allclose(got, _reference(x, pool), rtol=1e-5, atol=1e-5)
+    assert (len(conv.signatures), len(pooling.signatures)) == signatures
+    # Numba's cache of the loops lies in HETVM_KERNEL_CACHE
+    assert any(p.suffix == ".nbi" for p in (tmp_path / "__pycache__").iterdir())
+
+
+def test_with_numba_off_a_build_compiles_nothing(monkeypatch):
+    monkeypatch.setenv("HETVM_NUMBA", "0")
+    codegen_numba._checked = False
+    before = codegen_numba.compile_stats()
+    exe = hetvm.build(_module())
+    assert "generated_kernels" not in exe.metadata
+    assert codegen_numba.compile_stats() == before
+    x = RNG.standard_normal((1, 8, 16, 16)).astype("float32")
+    np.testing.assert_allclose(hetvm.VirtualMachine(exe)["main"](x).numpy(), _reference(x, "max"),
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+def _arg(shape, dtype="float32"):
+    from hetvm.ir import struct_info as S
+
+    return E.Var("t", struct_info=S.TensorStructInfo(shape, dtype))
+
+
+def test_which_loops_a_call_takes():
+    from hetvm.backend.direct_kernels import loops_of
+
+    x, w, b, out = _arg((1, 8, 16, 16)), _arg((8, 1, 3, 3)), _arg((8,)), _arg((1, 8, 16, 16))
+    depthwise = {"groups": 8, "padding": [1, 1, 1, 1]}
+    assert loops_of("kernel.nn.conv2d", depthwise, [x, w, out], 1 << 15, True) == [("depthwise", "float32", False)]
+    assert loops_of("kernel.nn.conv2d", depthwise, [x, w, out], 64, True) == [("depthwise", "float32", True)]
+    assert loops_of("kernel.nn.conv2d", depthwise, [x, w, out], 64, False) == [("depthwise", "float32", False)]
+    # the bias and activation fused into the depthwise loop; a residual adds the epilogue
+    assert loops_of("kernel.nn.conv2d_bias_act", depthwise, [x, w, b, out], 1 << 15, True) == [
+        ("depthwise", "float32", False)
+    ]
+    assert loops_of("kernel.nn.conv2d_bias_add_act", depthwise, [x, w, b, out, out], 1 << 15, True) == [
+        ("depthwise", "float32", False),
+        ("epilogue", "float32", False),
+    ]
+    dense = _arg((8, 8, 3, 3))
+    assert loops_of("kernel.nn.conv2d", {"padding": [1, 1, 1, 1]}, [x, dense, out], 64, True) == []
+    assert loops_of("kernel.nn.conv2d_bias_act", {}, [x, dense, b, out], 64, True) == [("epilogue", "float32", False)]
+    pointwise = _arg((8, 1, 1, 1))
+    assert loops_of("kernel.nn.conv2d", {"groups": 8}, [x, pointwise, out], 64, True) == []
+    assert loops_of("kernel.nn.avg_pool2d", {}, [x, out], 64, True) == [("pool", "float32", False)]
+    assert loops_of("kernel.nn.max_pool2d", {}, [_arg((1, 8, 16, 16), "float64"), _arg((1, 8, 8, 8), "float64")],
+                    64, True) == [("pool", "float64", True)]  # fmt: skip
+    ints = _arg((1, 8, 16, 16), "int32")
+    assert loops_of("kernel.nn.max_pool2d", {}, [ints, ints], 64, True) == []
+    assert loops_of("kernel.nn.conv2d", depthwise, [ints, _arg((8, 1, 3, 3), "int32"), ints], 64, True) == []
