@@ -47,6 +47,17 @@ def _depthwise(attrs: dict, data: Any, weight: Any, out: Any) -> bool:
     return dt in _FLOATS and wt == dt and ot == dt
 
 
+def _whole_input(attrs: dict, xs: tuple, os_: tuple) -> bool:
+    """``pool._whole_input``: one window that is the whole input, a reduction
+    the pools run without the direct loop."""
+    return (
+        os_[2:] == (1, 1)
+        and tuple(int(k) for k in attrs.get("pool_size", (1, 1))) == xs[2:]
+        and tuple(attrs.get("dilation", (1, 1))) == (1, 1)
+        and not any(attrs.get("padding", (0, 0, 0, 0)))
+    )
+
+
 def loops_of(symbol: str, attrs: dict, args: Sequence[E.Expr], parallel_min: int, threaded: bool) -> list[Loop]:
     """The direct loops a call of kernel ``symbol`` (arguments ``args``, the
     output last) runs; ``parallel_min`` and ``threaded`` decide whether the
@@ -57,7 +68,7 @@ def loops_of(symbol: str, attrs: dict, args: Sequence[E.Expr], parallel_min: int
     out = info[-1]
     if symbol in _POOL:
         (dt, xs), (ot, os_) = info[0], out
-        if len(xs) != 4 or len(os_) != 4 or dt not in _FLOATS or ot != dt:
+        if len(xs) != 4 or len(os_) != 4 or dt not in _FLOATS or ot != dt or _whole_input(attrs, xs, os_):
             return []
         return [("pool", dt, symbol != "kernel.nn.avg_pool2d")]
     loops: list[Loop] = []

@@ -113,6 +113,11 @@ def test_which_loops_a_call_takes():
     assert loops_of("kernel.nn.avg_pool2d", {}, [x, out], 64, True) == [("pool", "float32", False)]
     assert loops_of("kernel.nn.max_pool2d", {}, [_arg((1, 8, 16, 16), "float64"), _arg((1, 8, 8, 8), "float64")],
                     64, True) == [("pool", "float64", True)]  # fmt: skip
+    # one window over the whole input is a reduction, not the loop (a global average)
+    whole = {"pool_size": [16, 16]}
+    assert loops_of("kernel.nn.avg_pool2d", whole, [x, _arg((1, 8, 1, 1))], 64, True) == []
+    assert loops_of("kernel.nn.avg_pool2d", {**whole, "padding": [1, 1, 1, 1]}, [x, _arg((1, 8, 3, 3))],
+                    64, True) == [("pool", "float32", False)]  # fmt: skip
     ints = _arg((1, 8, 16, 16), "int32")
     assert loops_of("kernel.nn.max_pool2d", {}, [ints, ints], 64, True) == []
     assert loops_of("kernel.nn.conv2d", depthwise, [ints, _arg((8, 1, 3, 3), "int32"), ints], 64, True) == []
