@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from . import norm_direct
 from .common import as_ints, erf, relu_into, same_shape, store
 from .registry import register_kernel
 from .scratch import scratch
@@ -83,6 +84,9 @@ def softmax(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     divide); only the per-row max and sum are temporaries. An empty tensor has
     an empty result (NumPy's max of an empty axis would raise)."""
     axis = int(attrs.get("axis", -1))
+    if norm_direct.softmax_applies(xp, x, out, axis):
+        norm_direct.softmax(x, out)
+        return
     if x.size == 0:
         return
     work = _float_work(xp, x, out)
@@ -160,6 +164,10 @@ def layer_norm(xp: Any, attrs: dict, x: Any, gamma: Any, beta: Any, out: Any) ->
     in the output; one scratch array for the squares."""
     axes = tuple(a % x.ndim for a in as_ints(attrs.get("axes", (-1,))))
     eps = float(attrs.get("epsilon", 1e-5))
+    scale, center = bool(attrs.get("scale", True)), bool(attrs.get("center", True))
+    if norm_direct.layer_norm_applies(xp, x, out, axes, gamma, beta, scale, center):
+        norm_direct.layer_norm(x, gamma, beta, len(axes), eps, scale, center, out)
+        return
     work = _float_work(xp, x, out)
     if x.size == 0:
         return
@@ -174,9 +182,9 @@ def layer_norm(xp: Any, attrs: dict, x: Any, gamma: Any, beta: Any, out: Any) ->
     var += eps
     work /= xp.sqrt(var, out=var)
     shape = [x.shape[i] if i in axes else 1 for i in range(x.ndim)]
-    if attrs.get("scale", True):
+    if scale:
         work *= gamma.reshape(shape)
-    if attrs.get("center", True):
+    if center:
         work += beta.reshape(shape)
     _finish(out, work)
 
