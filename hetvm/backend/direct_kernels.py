@@ -1,5 +1,6 @@
 """Which direct Numba loops (depthwise convolution, pooling, convolution
-epilogue) a lowered module's kernel calls will take, for which dtypes.
+epilogue, layer norm and softmax over trailing axes) a lowered module's kernel
+calls will take, for which dtypes.
 
 Why: those loops compile on their first call unless the build compiles them;
 knowing from the calls' struct info which ones a run takes lets the build
@@ -22,9 +23,11 @@ __all__ = ["SYMBOLS", "describe", "loops_of", "precompile"]
 _FLOATS = ("float32", "float64")
 _CONV = ("kernel.nn.conv2d", "kernel.nn.conv2d_bias_act", "kernel.nn.conv2d_bias_add_act")
 _POOL = ("kernel.nn.max_pool2d", "kernel.nn.avg_pool2d", "kernel.nn.max_pool2d_bias_act")
-SYMBOLS = frozenset(_CONV + _POOL)
+_NORM = ("kernel.nn.layer_norm", "kernel.nn.softmax")
+SYMBOLS = frozenset(_CONV + _POOL + _NORM)
 
 #: a loop to compile: ("depthwise", dtype, parallel) | ("pool", dtype, is_max) | ("epilogue", dtype, False)
+#: | ("layer_norm", dtype, False) | ("softmax", dtype, False)
 Loop = tuple[str, str, bool]
 
 
@@ -58,6 +61,30 @@ def _whole_input(attrs: dict, xs: tuple, os_: tuple) -> bool:
     )
 
 
+def _norm(symbol: str, attrs: dict, info: list) -> list[Loop]:
+    """``norm_direct.layer_norm_applies`` / ``softmax_applies`` on static info
+    (contiguity is the run's: a strided input falls back to NumPy then). A
+    symbolic shape counts as small: the exported transformers' sequence length
+    is symbolic, and their rows are small."""
+    from ..kernels.norm_direct import SMALL
+
+    (dt, xs), (ot, _) = info[0], info[-1]
+    if not xs or dt not in _FLOATS or ot != dt:
+        return []
+    if all(d is not None for d in xs) and math.prod(xs) > SMALL:  # symbolic: may be small
+        return []
+    ndim = len(xs)
+    if symbol == "kernel.nn.softmax":
+        return [("softmax", dt, False)] if int(attrs.get("axis", -1)) % ndim == ndim - 1 else []
+    axes = tuple(int(a) % ndim for a in attrs.get("axes", (-1,)))
+    if not axes or axes != tuple(range(ndim - len(axes), ndim)):
+        return []
+    used = (attrs.get("scale", True), attrs.get("center", True))
+    if any(flag and param[0] != dt for flag, param in zip(used, info[1:3])):
+        return []
+    return [("layer_norm", dt, False)]
+
+
 def loops_of(symbol: str, attrs: dict, args: Sequence[E.Expr], parallel_min: int, threaded: bool) -> list[Loop]:
     """The direct loops a call of kernel ``symbol`` (arguments ``args``, the
     output last) runs; ``parallel_min`` and ``threaded`` decide whether the
@@ -66,6 +93,8 @@ def loops_of(symbol: str, attrs: dict, args: Sequence[E.Expr], parallel_min: int
     if any(i is None for i in info):
         return []
     out = info[-1]
+    if symbol in _NORM:
+        return _norm(symbol, attrs, info)
     if symbol in _POOL:
         (dt, xs), (ot, os_) = info[0], out
         if len(xs) != 4 or len(os_) != 4 or dt not in _FLOATS or ot != dt or _whole_input(attrs, xs, os_):
@@ -84,7 +113,8 @@ def loops_of(symbol: str, attrs: dict, args: Sequence[E.Expr], parallel_min: int
 
 def describe(loop: Loop) -> str:
     """The build report's name of a loop: ``"depthwise float32"``,
-    ``"depthwise+parallel float32"``, ``"max_pool float32"``, ``"epilogue float64"``."""
+    ``"depthwise+parallel float32"``, ``"max_pool float32"``, ``"epilogue float64"``,
+    ``"layer_norm float32"``, ``"softmax float32"``."""
     kind, dtype, flag = loop
     if kind == "pool":
         kind = "max_pool" if flag else "avg_pool"
@@ -95,9 +125,11 @@ def describe(loop: Loop) -> str:
 
 def precompile(loop: Loop) -> int:
     """Compiles (or loads) one loop; how many Numba functions that was."""
-    from ..kernels import depthwise_direct, epilogue_direct, pool_direct
+    from ..kernels import depthwise_direct, epilogue_direct, norm_direct, pool_direct
 
     kind, dtype, flag = loop
+    if kind in ("layer_norm", "softmax"):
+        return norm_direct.precompile(dtype, kind)
     if kind == "depthwise":
         return depthwise_direct.precompile(dtype, flag)
     if kind == "pool":

@@ -121,3 +121,71 @@ def test_which_loops_a_call_takes():
     ints = _arg((1, 8, 16, 16), "int32")
     assert loops_of("kernel.nn.max_pool2d", {}, [ints, ints], 64, True) == []
     assert loops_of("kernel.nn.conv2d", depthwise, [ints, _arg((8, 1, 3, 3), "int32"), ints], 64, True) == []
+
+
+G = RNG.standard_normal(64).astype("float32")
+
+
+def _norm_module(shape=(2, 9, 64)):
+    """Layer norm over the last axis (constant gamma / beta), then a softmax."""
+
+    def body(bb, x):
+        y = bb.emit(op.nn.layer_norm(x, E.const(G), E.const(G[::-1].copy()), axes=-1))
+        return bb.emit(op.nn.softmax(y, axis=-1))
+
+    return one_input_module(body, shape)
+
+
+def test_a_build_compiles_the_layer_norm_and_softmax_loops(monkeypatch, tmp_path):
+    pytest.importorskip("numba")
+    monkeypatch.setenv("HETVM_NUMBA", "1")
+    monkeypatch.setenv("HETVM_KERNEL_CACHE", str(tmp_path))
+    codegen_numba._checked = False
+    from hetvm.kernels import norm_direct
+
+    monkeypatch.setattr(codegen_numba, "_MODULES", {})
+    monkeypatch.setattr(norm_direct, "_jit", None)
+    exe = hetvm.build(_norm_module())
+    assert exe.metadata["generated_kernels"]["direct"] == ["layer_norm float32", "softmax float32"]
+    loops = norm_direct._loops()
+    signatures = (len(loops.layer_norm.signatures), len(loops.softmax.signatures))
+    assert signatures == (1, 1)
+    x = RNG.standard_normal((2, 9, 64)).astype("float32")
+    got = hetvm.VirtualMachine(exe)["main"](x).numpy()
+    m = x.mean(-1, keepdims=True)
+    y = (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5) * G + G[::-1]
+    e = np.exp(y - y.max(-1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+    assert (len(loops.layer_norm.signatures), len(loops.softmax.signatures)) == signatures
+    # a tensor above norm_direct.SMALL keeps NumPy's kernels: nothing to compile
+    assert "generated_kernels" not in hetvm.build(_norm_module((2, 64, 64))).metadata
+
+
+def test_which_norm_loops_a_call_takes():
+    from hetvm.backend.direct_kernels import loops_of
+
+    x, g = _arg((2, 9, 64)), _arg((64,))
+    ln = "kernel.nn.layer_norm"
+    assert loops_of(ln, {"axes": (2,)}, [x, g, g, x], 64, True) == [("layer_norm", "float32", False)]
+    assert loops_of(ln, {"axes": (-1,)}, [x, g, g, x], 64, True) == [("layer_norm", "float32", False)]
+    assert loops_of(ln, {"axes": (1, 2)}, [x, _arg((9, 64)), _arg((9, 64)), x], 64, True) == [
+        ("layer_norm", "float32", False)
+    ]
+    assert loops_of(ln, {"axes": (1,)}, [x, _arg((9,)), _arg((9,)), x], 64, True) == []
+    g64 = _arg((64,), "float64")
+    assert loops_of(ln, {"axes": (2,)}, [x, g64, g, x], 64, True) == []
+    assert loops_of(ln, {"axes": (2,), "scale": False}, [x, g64, g, x], 64, True) == [
+        ("layer_norm", "float32", False)
+    ]
+    half = _arg((2, 9, 64), "float16")
+    assert loops_of(ln, {"axes": (2,)}, [half, _arg((64,), "float16"), _arg((64,), "float16"), half], 64, True) == []
+    sm = "kernel.nn.softmax"
+    x64 = _arg((2, 9, 64), "float64")
+    assert loops_of(sm, {"axis": -1}, [x64, x64], 64, True) == [("softmax", "float64", False)]
+    assert loops_of(sm, {"axis": 1}, [x, x], 64, True) == []
+    big = _arg((2, 64, 64))
+    assert loops_of(sm, {"axis": -1}, [big, big], 64, True) == []
+    from hetvm.ir import prim as P
+
+    seq = _arg((1, P.PrimVar("seq", "int64"), 64))  # a symbolic length may be small: compiled
+    assert loops_of(sm, {"axis": -1}, [seq, seq], 64, True) == [("softmax", "float32", False)]
