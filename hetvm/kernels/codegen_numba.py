@@ -303,8 +303,16 @@ def package_module(name: str) -> Any:
     user-wide directory where the package is read-only); loaded from the copy,
     the direct loops' code lies in ``HETVM_KERNEL_CACHE`` with the generated
     kernels', one directory to keep or clear. The copy is rewritten only when
-    the package's file changes, so Numba's cache stays valid across runs."""
-    return _load((Path(__file__).parent / f"{name}.py").read_text())
+    the package's file changes, so Numba's cache stays valid across runs.
+    Loaded once per process (:data:`_PACKAGE_MODULES`): kernels ask on every call."""
+    mod = _PACKAGE_MODULES.get(name)
+    if mod is None:
+        mod = _PACKAGE_MODULES[name] = _load((Path(__file__).parent / f"{name}.py").read_text())
+    return mod
+
+
+#: hetvm's own Numba modules loaded so far, by name (see :func:`package_module`)
+_PACKAGE_MODULES: dict[str, Any] = {}
 
 
 def _merge(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tuple[tuple[int, ...], list[list[bool]]]:

@@ -31,14 +31,10 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 # thread pool costs more than it saves)
 PARALLEL_MIN = 1 << 15
 
-_jit: Any = None
 
 
 def _loops() -> Any:
-    global _jit
-    if _jit is None:
-        _jit = codegen_numba.package_module("_depthwise_jit")
-    return _jit
+    return codegen_numba.package_module("_depthwise_jit")
 
 
 def precompile(dtype: str, parallel: bool) -> int:

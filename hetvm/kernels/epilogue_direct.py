@@ -23,7 +23,6 @@ import numpy as np
 from . import codegen_numba
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-_jit: Any = None
 
 
 def run(xp: Any, out: Any, bias: Any = None, residual: Any = None, relu: bool = False) -> bool:
@@ -47,10 +46,7 @@ def run(xp: Any, out: Any, bias: Any = None, residual: Any = None, relu: bool = 
 
 
 def _loops() -> Any:
-    global _jit
-    if _jit is None:
-        _jit = codegen_numba.package_module("_epilogue_jit")
-    return _jit
+    return codegen_numba.package_module("_epilogue_jit")
 
 
 def precompile(dtype: str) -> int:

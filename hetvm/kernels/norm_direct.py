@@ -35,14 +35,10 @@ from . import codegen_numba
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: the most elements the loops are taken for (see the module doc's figures)
 SMALL = 4096
-_jit: Any = None
 
 
 def _loops() -> Any:
-    global _jit
-    if _jit is None:
-        _jit = codegen_numba.package_module("_norm_jit")
-    return _jit
+    return codegen_numba.package_module("_norm_jit")
 
 
 def precompile(dtype: str, kind: str) -> int:

@@ -24,14 +24,10 @@ import numpy as np
 from . import codegen_numba
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-_jit: Any = None
 
 
 def _loops() -> Any:
-    global _jit
-    if _jit is None:
-        _jit = codegen_numba.package_module("_pool_jit")
-    return _jit
+    return codegen_numba.package_module("_pool_jit")
 
 
 def precompile(dtype: str, is_max: bool) -> int:

@@ -49,8 +49,7 @@ def test_a_build_compiles_the_direct_loops_before_any_call(monkeypatch, tmp_path
 
     # the loops loaded afresh, from this test's cache directory
     monkeypatch.setattr(codegen_numba, "_MODULES", {})
-    monkeypatch.setattr(depthwise_direct, "_jit", None)
-    monkeypatch.setattr(pool_direct, "_jit", None)
+    monkeypatch.setattr(codegen_numba, "_PACKAGE_MODULES", {})
     before = codegen_numba.compile_stats()
     exe = hetvm.build(_module(pool))
     info = exe.metadata["generated_kernels"]
@@ -144,7 +143,7 @@ def test_a_build_compiles_the_layer_norm_and_softmax_loops(monkeypatch, tmp_path
     from hetvm.kernels import norm_direct
 
     monkeypatch.setattr(codegen_numba, "_MODULES", {})
-    monkeypatch.setattr(norm_direct, "_jit", None)
+    monkeypatch.setattr(codegen_numba, "_PACKAGE_MODULES", {})
     exe = hetvm.build(_norm_module())
     assert exe.metadata["generated_kernels"]["direct"] == ["layer_norm float32", "softmax float32"]
     loops = norm_direct._loops()
