@@ -158,6 +158,16 @@ def _gather(ins, attrs, opset):
     return [_wrap(np.take(data, idx, axis=int(attrs.get("axis", 0))), ins[0])]
 
 
+@_folder("GatherElements")
+def _gather_elements(ins, attrs, opset):
+    # constant inputs only (not in SYMBOLIC_FOLDABLE); the runtime kernel's own
+    # NumPy, since onnx.reference's GatherElements fails on indices shorter than
+    # the data along the axis (ALBERT's token-type buffer: data (1, 64), indices (1, 5))
+    from ..kernels.extra import take_elements
+
+    return [take_elements(np, np.asarray(ins[0]), np.asarray(ins[1]), int(attrs.get("axis", 0)))]
+
+
 @_folder("Concat")
 def _concat(ins, attrs, opset):
     arrs = [_raw(i) for i in ins if i is not None]

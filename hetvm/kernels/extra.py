@@ -86,12 +86,29 @@ def cumprod(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     _scan(xp, attrs, x, out, "cumprod")
 
 
-@register_kernel("gather_elements")
-def gather_elements(xp: Any, attrs: dict, data: Any, indices: Any, out: Any) -> None:
-    axis = int(attrs.get("axis", 0)) % data.ndim
+def take_elements(xp: Any, data: Any, indices: Any, axis: int) -> Any:
+    """ONNX GatherElements: ``out[..., i, ...] = data[..., indices[..., i, ...], ...]``
+    along ``axis``, negative indices counted from the end.
+
+    Why not ``take_along_axis`` alone: ONNX lets ``indices`` be shorter than
+    ``data`` on the other axes (the output is the indices' shape), where NumPy
+    needs them equal or broadcastable, so ``data`` is cut to them first; longer
+    is an error, not a broadcast."""
+    axis %= data.ndim
+    if indices.ndim != data.ndim:
+        raise ValueError(f"indices of rank {indices.ndim} for data of rank {data.ndim}")
+    for d, (n, m) in enumerate(zip(indices.shape, data.shape)):
+        if d != axis and n > m:
+            raise ValueError(f"indices shape {tuple(indices.shape)} exceeds data shape {tuple(data.shape)} on axis {d}")
     idx = indices.astype(xp.int64, copy=False)
     idx = xp.where(idx < 0, idx + data.shape[axis], idx)
-    store(out, xp.take_along_axis(data, idx, axis=axis))
+    cut = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx.shape))
+    return xp.take_along_axis(data[cut], idx, axis=axis)
+
+
+@register_kernel("gather_elements")
+def gather_elements(xp: Any, attrs: dict, data: Any, indices: Any, out: Any) -> None:
+    store(out, take_elements(xp, data, indices, int(attrs.get("axis", 0))))
 
 
 @register_kernel("einsum")

@@ -81,3 +81,28 @@ def test_cumsum_axis_must_be_known(kit):
     model = kit.node_model("CumSum", {"x": ("float32", [3, 4]), "ax": ("int64", [])}, opset=18)
     with pytest.raises(FrontendError, match="CumSum node .*axis must be a constant known at import time"):
         from_onnx(model)
+
+
+def test_gather_elements_of_constants_folds_at_import():
+    # ALBERT's legacy export gathers its (1, 64) token-type buffer with (1, seq)
+    # constant positions; onnx.reference's GatherElements fails on those shapes
+    from onnx import TensorProto, helper, numpy_helper
+
+    import hetvm
+    from hetvm.frontend import from_onnx
+
+    data = np.arange(64, dtype=np.int64).reshape(1, 64) * 3
+    positions = np.array([[4, 0, 63, -1, 7]], np.int64)
+    graph = helper.make_graph(
+        [helper.make_node("GatherElements", ["data", "positions"], ["g"], axis=1),
+         helper.make_node("Add", ["g", "x"], ["y"])],
+        "fold_gather_elements",
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [1, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [1, 5])],
+        [numpy_helper.from_array(data, "data"), numpy_helper.from_array(positions, "positions")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    exe = hetvm.build(from_onnx(model), target="llvm")
+    x = np.ones((1, 5), np.int64)
+    got = hetvm.VirtualMachine(exe, hetvm.cpu(0))["main"](x).numpy()
+    np.testing.assert_array_equal(got, data[0, positions % 64] + 1)

@@ -72,6 +72,32 @@ def test_gather_elements_negative_indices():
     np.testing.assert_array_equal(got, np.take_along_axis(data, idx % 3, axis=0))
 
 
+def _gather_elements_by_loop(data, idx, axis):
+    """ONNX's definition, element by element."""
+    out = np.empty(idx.shape, data.dtype)
+    for pos in np.ndindex(*idx.shape):
+        src = list(pos)
+        src[axis] = idx[pos] % data.shape[axis]
+        out[pos] = data[tuple(src)]
+    return out
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_gather_elements_indices_shorter_than_data_on_the_other_axis(axis):
+    # ONNX allows it (the output is the indices' shape); take_along_axis alone does not
+    data = RNG.standard_normal((3, 4)).astype(np.float32)
+    idx = np.array([[2, -1], [0, 1]], np.int64)
+    got = run("gather_elements", {"axis": axis}, data, idx, shape=(2, 2))
+    np.testing.assert_array_equal(got, _gather_elements_by_loop(data, idx, axis))
+
+
+def test_gather_elements_indices_longer_than_data_is_an_error():
+    from hetvm.kernels.extra import take_elements
+
+    with pytest.raises(ValueError, match=r"indices shape \(4, 1\) exceeds data shape \(3, 4\) on axis 0"):
+        take_elements(np, np.zeros((3, 4)), np.zeros((4, 1), np.int64), 1)
+
+
 def test_einsum():
     a, b = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((2, 4, 5))
     a, b = a.astype(np.float32), b.astype(np.float32)
