@@ -92,7 +92,7 @@ def test_gpt2_plan_matches_static_builds():
 @pytest.mark.parametrize(
     "file",
     ["gpt2_dynamo.onnx", "bert_legacy.onnx", "bert_dynamo.onnx", "roberta_legacy.onnx",
-     "distilbert_dynamo.onnx", "opt_dynamo.onnx", "t5_encoder_legacy.onnx"],
+     "distilbert_dynamo.onnx", "opt_dynamo.onnx", "t5_encoder_legacy.onnx", "albert_legacy.onnx", "albert_dynamo.onnx"],
 )  # fmt: skip
 def test_corpus_transformer_plan_matches_static_builds(file):
     # BERT and RoBERTa need MemoryAwareOrder on symbolic sizes (a static build
