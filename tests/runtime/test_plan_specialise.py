@@ -11,6 +11,8 @@ import hetvm
 from hetvm.errors import HetvmRuntimeError
 from hetvm.runtime.plan_specialise import PlanSpecialiser
 
+from .test_plan_queries import _chain_module  # x: (n, 256) -> softmax x 3: a symbolic arena
+
 N = ["var", "n"]
 
 
@@ -117,24 +119,10 @@ def test_an_unknown_arena_or_a_missing_dim_is_an_error():
         spec.place_at("main", "arena", {"m": 1})
 
 
-def _softmax_chain():
-    """x: (n, 256) -> softmax x 3: a symbolic arena the VM places per call."""
-    from hetvm.ir import BlockBuilder, TensorStructInfo, Var
-    from hetvm.ir import prim as P
-    from hetvm.op import nn
-
-    n = P.PrimVar("n")
-    x = Var("x", struct_info=TensorStructInfo((n, 256), "float32"))
-    bb = BlockBuilder()
-    with bb.function("main", [x]):
-        a = bb.emit(nn.softmax(x))
-        b = bb.emit(nn.softmax(a))
-        bb.emit_func_output(bb.emit(nn.softmax(b)))
-    return bb.get()
 
 
 def test_the_vm_places_a_symbolic_arena_per_call_and_survives_export(tmp_path):
-    exe = hetvm.build(_softmax_chain(), target="llvm")
+    exe = hetvm.build(_chain_module(), target="llvm")
     assert any(getattr(i, "func", "") == "vm.builtin.arena_plan" for i in exe["main"].instructions)
     path = str(tmp_path / "chain.hetvm")
     exe.export(path)

@@ -18,10 +18,10 @@ def param(name, shape):
     return Var(name, struct_info=TensorStructInfo(shape, "float32"))
 
 
-def interleaved():
+def interleaved(rows=64):
     """Two branches, each a big tensor reduced to a small one; the given order
     computes both big tensors before reducing either (two big tensors live)."""
-    x, w1, w2, v = param("x", (64, 32)), param("w1", (32, 1024)), param("w2", (32, 1024)), param("v", (1024, 8))
+    x, w1, w2, v = param("x", (rows, 32)), param("w1", (32, 1024)), param("w2", (32, 1024)), param("v", (1024, 8))
     bb = BlockBuilder()
     with bb.function("main", [x, w1, w2, v]):
         with bb.dataflow():
@@ -196,18 +196,7 @@ def interleaved_symbolic():
     """``interleaved`` with a dynamic row count n: every size is a multiple of n."""
     from hetvm.ir import prim as P
 
-    n = P.PrimVar("n")
-    x, w1, w2, v = param("x", (n, 32)), param("w1", (32, 1024)), param("w2", (32, 1024)), param("v", (1024, 8))
-    bb = BlockBuilder()
-    with bb.function("main", [x, w1, w2, v]):
-        with bb.dataflow():
-            a = bb.emit(R.matmul(x, w1))
-            b = bb.emit(R.matmul(x, w2))
-            ra = bb.emit(R.matmul(a, v))
-            rb = bb.emit(R.matmul(b, v))
-            out = bb.emit_output(bb.emit(R.add(ra, rb)))
-        bb.emit_func_output(out)
-    return bb.get()
+    return interleaved(P.PrimVar("n"))
 
 
 def test_symbolic_sizes_are_reordered_when_the_order_wins_at_every_representative_size():
