@@ -15,6 +15,19 @@ W = RNG.standard_normal((8, 1, 3, 3)).astype("float32")
 B = RNG.standard_normal((8,)).astype("float32")
 
 
+@pytest.fixture
+def cold_numba_cache(monkeypatch, tmp_path):
+    """Numba on, and every loop loaded afresh from this test's own (empty) kernel
+    cache directory; tests/conftest.py puts the switch back after the test."""
+    pytest.importorskip("numba")
+    monkeypatch.setenv("HETVM_NUMBA", "1")
+    monkeypatch.setenv("HETVM_KERNEL_CACHE", str(tmp_path))
+    codegen_numba._checked = False
+    monkeypatch.setattr(codegen_numba, "_MODULES", {})
+    monkeypatch.setattr(codegen_numba, "_PACKAGE_MODULES", {})
+    return tmp_path
+
+
 def _module(pool: str = "max"):
     """Depthwise 3x3 convolution, bias, ReLU, then a 2x2/2 pool."""
 
@@ -40,16 +53,9 @@ def _reference(x, pool: str):
 
 # each case compiles the two loops cold (about 3 s): the average's is slow
 @pytest.mark.parametrize("pool", ["max", pytest.param("avg", marks=pytest.mark.slow)])
-def test_a_build_compiles_the_direct_loops_before_any_call(monkeypatch, tmp_path, pool):
-    pytest.importorskip("numba")
-    monkeypatch.setenv("HETVM_NUMBA", "1")
-    monkeypatch.setenv("HETVM_KERNEL_CACHE", str(tmp_path))
-    codegen_numba._checked = False
+def test_a_build_compiles_the_direct_loops_before_any_call(cold_numba_cache, pool):
     from hetvm.kernels import depthwise_direct, pool_direct
 
-    # the loops loaded afresh, from this test's cache directory
-    monkeypatch.setattr(codegen_numba, "_MODULES", {})
-    monkeypatch.setattr(codegen_numba, "_PACKAGE_MODULES", {})
     before = codegen_numba.compile_stats()
     exe = hetvm.build(_module(pool))
     info = exe.metadata["generated_kernels"]
@@ -67,7 +73,7 @@ def test_a_build_compiles_the_direct_loops_before_any_call(monkeypatch, tmp_path
     np.testing.assert_allclose(got, _reference(x, pool), rtol=1e-5, atol=1e-5)
     assert (len(conv.signatures), len(pooling.signatures)) == signatures
     # Numba's cache of the loops lies in HETVM_KERNEL_CACHE
-    assert any(p.suffix == ".nbi" for p in (tmp_path / "__pycache__").iterdir())
+    assert any(p.suffix == ".nbi" for p in (cold_numba_cache / "__pycache__").iterdir())
 
 
 def test_with_numba_off_a_build_compiles_nothing(monkeypatch):
@@ -135,15 +141,9 @@ def _norm_module(shape=(2, 9, 64)):
     return one_input_module(body, shape)
 
 
-def test_a_build_compiles_the_layer_norm_and_softmax_loops(monkeypatch, tmp_path):
-    pytest.importorskip("numba")
-    monkeypatch.setenv("HETVM_NUMBA", "1")
-    monkeypatch.setenv("HETVM_KERNEL_CACHE", str(tmp_path))
-    codegen_numba._checked = False
+def test_a_build_compiles_the_layer_norm_and_softmax_loops(cold_numba_cache):
     from hetvm.kernels import norm_direct
 
-    monkeypatch.setattr(codegen_numba, "_MODULES", {})
-    monkeypatch.setattr(codegen_numba, "_PACKAGE_MODULES", {})
     exe = hetvm.build(_norm_module())
     assert exe.metadata["generated_kernels"]["direct"] == ["layer_norm float32", "softmax float32"]
     loops = norm_direct._loops()
