@@ -46,6 +46,8 @@ from .device import get_api
 from .direct_views import DirectViews, make_carver, plan_direct_views
 from .memory import Storage
 from .ndarray import NDArray, ShapeTuple
+from .segments import Segment, SegmentCall
+from .segments import enabled as segments_enabled
 from .shapes import compile_prim, validate_prim
 
 if TYPE_CHECKING:
@@ -166,6 +168,10 @@ class _Emitter:
         self.direct = DirectViews()  # set by body() for a straight-line function
         self.param_data: dict[int, str] = {}  # tensor parameter -> local of its _data
         self.tail_pcs = tail_call_pcs(func, state.exe.functions)
+        # consecutive kernel calls that run as one compiled segment (runtime/segments.py):
+        # (indent, pc, op, attrs, kernel, argument sources) waiting to be emitted
+        self.segments = segments_enabled() and not (state.trace or state.poison)
+        self.pending: list[tuple[int, int, KernelCall, Any, list[tuple[str, Any]]]] = []
 
     # -- helpers -------------------------------------------------------------
     def bind(self, value: Any, prefix: str = "_k") -> str:
@@ -175,7 +181,34 @@ class _Emitter:
         return name
 
     def emit(self, indent: int, text: str, pc: int | None) -> None:
+        if self.pending:
+            self.flush_segment()
         self.lines.append((indent, text, pc))
+
+    def flush_segment(self) -> None:
+        """Emits the pending kernel calls: one call as it is, two or more as one
+        :class:`~.segments.Segment` of their distinct arrays."""
+        pending, self.pending = self.pending, []
+        ind = pending[0][0]
+        if len(pending) == 1:
+            _, pc, _, kern, sources = pending[0]
+            self.lines.append((ind, f"{kern}({', '.join(self._source_arg(s) for s in sources)})", pc))
+            return
+        arrays: dict[str, int] = {}
+        calls = []
+        for _, pc, ins, kern, sources in pending:
+            slots = []
+            for tag, value in sources:
+                if tag == "a":
+                    slots.append(("a", arrays.setdefault(value, len(arrays))))
+                elif tag == "l":
+                    slots.append(("l", tuple(arrays.setdefault(v, len(arrays)) for v in value)))
+                else:
+                    slots.append(("i", value))
+            calls.append(SegmentCall(pc, ins.op, dict(ins.attrs), self.ns[kern], tuple(slots)))
+        where = f"function '{self.func.name}', pcs {pending[0][1]}-{pending[-1][1]}"
+        seg = self.bind(Segment(calls, len(arrays), where), "_S")
+        self.lines.append((ind, f"{seg}({', '.join(arrays)})", pending[0][1]))
 
     def _tensor_registers(self) -> dict[int, Any]:
         """Registers that always hold a tensor, mapped to its device when static.
@@ -402,28 +435,41 @@ class _Emitter:
             kern = self.bind(bind_kernel(ins.op, dev.kind, api.xp, dict(ins.attrs)), "_K")
         d = self.bind(dev, "_D")
         conv = self.bind(_arg_converter(dev, ins, where), "_M")
-        args = []
+        # each argument's source: ("a", text) an array, ("l", [text, ...]) a list of
+        # arrays, ("i", value) an immediate, ("x", text) anything else
+        sources: list[tuple[str, Any]] = []
         for pos, (tag, value) in enumerate(ins.args):
             if tag == "r" and value in self.direct.tensors:
-                args.append(f"d{value}")  # same device: checked by the plan
-            elif tag == "r" and value in self.direct.tuples:
-                args.append(f"r{value}")  # a list of direct views (checked too)
+                sources.append(("a", f"d{value}"))  # same device: checked by the plan
+            elif tag == "r" and value in self.direct.tuples:  # a list of direct views (checked too)
+                sources.append(("l", [f"d{r}" for r in self.direct.tuples[value]]))
             elif tag == "r" and value in self.param_data and self.tensor_regs.get(value) is dev:
-                args.append(self.param_data[value])
+                sources.append(("a", self.param_data[value]))
             elif tag == "r" and value in self.tensor_regs:
                 r = f"r{value}"
                 static = self.tensor_regs[value]
                 if static is dev:  # proven at compile time
-                    args.append(f"{r}._data")
+                    sources.append(("a", f"{r}._data"))
                 else:
-                    args.append(f"({r}._data if {r}.device is {d} else {conv}({r}, {pos}))")
+                    sources.append(("x", f"({r}._data if {r}.device is {d} else {conv}({r}, {pos}))"))
             elif tag == "r":
-                args.append(f"{conv}(r{value}, {pos})")
+                sources.append(("x", f"{conv}(r{value}, {pos})"))
             elif tag == "c":
-                args.append(self.bind(self.state.constant(value, ins.device)._data, "_c"))
+                sources.append(("a", self.bind(self.state.constant(value, ins.device)._data, "_c")))
             else:
-                args.append(self.bind(_kernel_immediate(value), "_i"))
-        self.emit(ind, f"{kern}({', '.join(args)})", pc)
+                sources.append(("i", _kernel_immediate(value)))
+        if self.segments and api.xp is np and all(tag != "x" for tag, _ in sources):
+            if self.pending and self.pending[0][0] != ind:
+                self.flush_segment()
+            self.pending.append((ind, pc, ins, kern, sources))
+            return
+        self.emit(ind, f"{kern}({', '.join(self._source_arg(s) for s in sources)})", pc)
+
+    def _source_arg(self, source: tuple[str, Any]) -> str:
+        tag, value = source
+        if tag == "i":
+            return self.bind(value, "_i")
+        return _source_text(source)
 
     def _hoisted_params(self) -> dict[int, str]:
         """Tensor parameters of a straight-line function that are never redefined
@@ -491,6 +537,8 @@ class _Emitter:
     def source(self) -> tuple[str, dict]:
         params = ", ".join(["C", "E"] + [f"r{i}" for i in range(len(self.func.params))])
         self.body()
+        if self.pending:
+            self.flush_segment()
         used = set()
         for ins in self.func.instructions:
             for r in _registers_of(ins):
@@ -518,6 +566,14 @@ def _registers_of(ins: Any) -> list[int]:
     if isinstance(ins, If):
         return [ins.cond]
     return []
+
+
+def _source_text(source: tuple[str, Any]) -> str:
+    """The expression of an argument source (an immediate must be bound first)."""
+    tag, value = source
+    if tag == "l":
+        return f"[{', '.join(value)}]"
+    return value
 
 
 def _kernel_immediate(value: Any) -> Any:

@@ -240,6 +240,7 @@ class VirtualMachine:
         if not frames or getattr(exc, "_hetvm_located", False):
             return exc
         cf, pc, frame = frames[-1]
+        pc = getattr(exc, "_hetvm_pc", pc)  # a kernel of a segment (runtime/segments.py)
         local = _peek_locals(frame)
         ins = cf.func.instructions[pc] if pc is not None else None
         where = f"function '{cf.func.name}', pc {pc}"

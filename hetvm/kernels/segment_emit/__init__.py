@@ -1,0 +1,152 @@
+"""Numba source for one kernel call inside a segment (see ``hetvm/runtime/segments.py``).
+
+Why: a small model's call is dozens of kernels of a few microseconds each, and
+most of that is the Python and NumPy call around a few hundred flops. A run of
+consecutive kernel calls compiled into one Numba function costs one call; for
+that each op needs its body as Numba source, which the emitters here write.
+
+An emitter is registered per op name: ``emit(attrs, args, names)`` gets the
+call's attributes, an :class:`Arr` / :class:`ArrList` / :class:`Imm` per
+argument (the output last, destination-passing as the NumPy kernel), and the
+local names the body reads (``names[i]`` a string for an array, a list of
+strings for a list of arrays, None for an immediate, whose value the emitter
+writes into the source itself). It returns the body's lines (relative
+indentation, four spaces a level), or None when it does not cover the call:
+the call then runs its NumPy kernel outside the compiled function.
+
+A body must compute exactly what the op's NumPy kernel computes (the tests
+compare them) and must never read or write out of bounds: shapes are only
+known at run time, so a body checks what its NumPy kernel would refuse and
+raises ``ValueError`` (compiled code runs with bounds checks off). Source is
+written only from validated attributes: numbers through :func:`literal`,
+dtypes from :data:`DTYPES`, never text from an input file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+__all__ = ["Arr", "ArrList", "Imm", "Arg", "Emitter", "register", "emitter", "DTYPES", "FLOATS", "INTS",
+           "literal", "index", "Lines", "check_same_shape", "broadcast_loop"]
+
+
+@dataclass(frozen=True)
+class Arr:
+    """An array argument: its dtype name and rank (its shape is the run's)."""
+
+    dtype: str
+    ndim: int
+
+
+@dataclass(frozen=True)
+class ArrList:
+    """A list of arrays (``concat``'s inputs)."""
+
+    items: tuple[Arr, ...]
+
+
+@dataclass(frozen=True)
+class Imm:
+    """An immediate: a Python int, float, bool, None, or a tuple/list of them."""
+
+    value: Any
+
+
+Arg = Arr | ArrList | Imm
+Lines = list[str]
+Emitter = Callable[[dict, Sequence[Arg], Sequence[Any]], "Lines | None"]
+
+DTYPES = frozenset({"float32", "float64", "int8", "int16", "int32", "int64",
+                    "uint8", "uint16", "uint32", "uint64", "bool"})  # fmt: skip
+FLOATS = frozenset({"float32", "float64"})
+INTS = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
+
+_EMITTERS: dict[str, Emitter] = {}
+
+
+def register(*ops: str) -> Callable[[Emitter], Emitter]:
+    """Registers ``fn`` as the emitter of each op in ``ops``."""
+
+    def do(fn: Emitter) -> Emitter:
+        for op in ops:
+            if op in _EMITTERS:
+                raise ValueError(f"op '{op}' already has a segment emitter")
+            _EMITTERS[op] = fn
+        return fn
+
+    return do
+
+
+def emitter(op: str) -> Emitter | None:
+    """The emitter of ``op``, or None (the op always runs its NumPy kernel)."""
+    _ensure_loaded()
+    return _EMITTERS.get(op)
+
+
+_loaded = False
+
+
+def _ensure_loaded() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from . import elementwise, linalg  # noqa: F401  (register emitters)
+
+
+def literal(value: Any, dtype: str | None = None) -> str:
+    """Source text of a number (``dtype``: as that NumPy scalar type)."""
+    if isinstance(value, bool) or dtype == "bool":
+        return repr(bool(value))
+    if dtype is None:
+        if isinstance(value, int):
+            return repr(int(value))
+        return repr(float(value))
+    if dtype not in DTYPES:
+        raise ValueError(f"no literal of dtype {dtype!r}")
+    if dtype in FLOATS:
+        return f"np.{dtype}({float(value)!r})"
+    return f"np.{dtype}({int(value)!r})"
+
+
+def index(name: str, idx: Sequence[str]) -> str:
+    """``name[i0, i1]``; ``name[()]`` for a rank-0 array."""
+    return f"{name}[{', '.join(idx)}]" if idx else f"{name}[()]"
+
+
+def check_same_shape(a: str, b: str, ndim: int, what: str) -> Lines:
+    """Lines raising ValueError unless arrays ``a`` and ``b`` have equal shapes."""
+    if ndim == 0:
+        return []
+    cond = " or ".join(f"{a}.shape[{d}] != {b}.shape[{d}]" for d in range(ndim))
+    return [f"if {cond}:", f"    raise ValueError('{what}: shapes differ')"]
+
+
+def broadcast_loop(out: str, out_ndim: int, inputs: Sequence[tuple[str, int]], body: Callable[[list[str]], Lines],
+                   what: str) -> Lines:  # fmt: skip
+    """A loop nest over ``out``'s shape reading each input broadcast NumPy's way
+    (trailing dimensions aligned, length 1 repeated), after checking that each
+    input's dimension is 1 or the output's. ``body(values)`` gets the source of
+    each input's element at the current index and returns the lines that write
+    ``out`` there."""
+    lines: Lines = []
+    idx = [f"i{d}" for d in range(out_ndim)]
+    reads = []
+    for k, (name, nd) in enumerate(inputs):
+        if nd > out_ndim:
+            raise ValueError(f"{what}: input {k} has rank {nd} > the output's {out_ndim}")
+        at = []
+        for d in range(nd):
+            od = out_ndim - nd + d
+            flag = f"s{k}_{d}"
+            lines.append(f"{flag} = 0 if {name}.shape[{d}] == 1 else 1")
+            lines.append(f"if {name}.shape[{d}] != 1 and {name}.shape[{d}] != {out}.shape[{od}]:")
+            lines.append(f"    raise ValueError('{what}: input {k} does not broadcast to the output')")
+            at.append(f"i{od} * {flag}")
+        reads.append(index(name, at))
+    pad = ""
+    for d in range(out_ndim):
+        lines.append(f"{pad}for i{d} in range({out}.shape[{d}]):")
+        pad += "    "
+    lines.extend(pad + line for line in body(reads))
+    return lines

@@ -1,0 +1,71 @@
+"""Segment body of ``matmul``: a loop nest, for the small products of the
+exported transformers (a few thousand multiply-adds, where BLAS's call costs
+more than the arithmetic). Which products keep BLAS is the segment's choice
+(``runtime/segments.py``, by size at the first call).
+
+Covered: float operands of one dtype and rank >= 2, the output in that dtype;
+batch dimensions broadcast NumPy's way. The loop order (row, k, column) keeps
+the innermost loop contiguous, which LLVM vectorises; sums run in the output
+dtype in k order, as a BLAS kernel's do up to its blocking.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from . import FLOATS, Arg, Arr, Lines, register
+
+
+@register("matmul")
+def _matmul(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
+    if len(args) != 3 or not all(isinstance(a, Arr) for a in args):
+        return None
+    a, b, out = args  # type: ignore[misc]
+    if a.dtype not in FLOATS or b.dtype != a.dtype or out.dtype != a.dtype:
+        return None
+    if attrs.get("out_dtype") not in (None, out.dtype):
+        return None
+    if a.ndim < 2 or b.ndim < 2 or out.ndim != max(a.ndim, b.ndim):
+        return None
+    A, B, O = names
+    nb = out.ndim - 2
+    lines = [
+        f"M = {A}.shape[{a.ndim - 2}]",
+        f"K = {A}.shape[{a.ndim - 1}]",
+        f"N = {B}.shape[{b.ndim - 1}]",
+        f"if {B}.shape[{b.ndim - 2}] != K or {O}.shape[{nb}] != M or {O}.shape[{nb + 1}] != N:",
+        "    raise ValueError('matmul: shapes do not match')",
+    ]
+    batch = [f"i{d}" for d in range(nb)]
+
+    def batch_index(x: str, nd: int, tag: str) -> list[str]:
+        at = []
+        for d in range(nd - 2):
+            od = nb - (nd - 2) + d
+            lines.append(f"{tag}{d} = 0 if {x}.shape[{d}] == 1 else 1")
+            lines.append(f"if {x}.shape[{d}] != 1 and {x}.shape[{d}] != {O}.shape[{od}]:")
+            lines.append("    raise ValueError('matmul: batch dimensions do not broadcast')")
+            at.append(f"i{od} * {tag}{d}")
+        return at
+
+    a_at = batch_index(A, a.ndim, "sa")
+    b_at = batch_index(B, b.ndim, "sb")
+    pad = ""
+    for d in range(nb):
+        lines.append(f"{pad}for i{d} in range({O}.shape[{d}]):")
+        pad += "    "
+
+    def at(x: str, pre: list[str], *rest: str) -> str:
+        return f"{x}[{', '.join(pre + list(rest))}]"
+
+    zero = f"np.{out.dtype}(0)"
+    lines += [
+        f"{pad}for i in range(M):",
+        f"{pad}    for j in range(N):",
+        f"{pad}        {at(O, batch, 'i', 'j')} = {zero}",
+        f"{pad}    for k in range(K):",
+        f"{pad}        av = {at(A, a_at, 'i', 'k')}",
+        f"{pad}        for j in range(N):",
+        f"{pad}            {at(O, batch, 'i', 'j')} += av * {at(B, b_at, 'k', 'j')}",
+    ]
+    return lines

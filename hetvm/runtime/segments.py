@@ -1,0 +1,256 @@
+"""A run of consecutive kernel calls compiled into one Numba function.
+
+Why: in the exported transformers a call is about a hundred kernels on tensors
+of a few hundred elements; each NumPy kernel costs microseconds of Python and
+dispatch around a few hundred flops, and ONNX Runtime was 3-6x faster. Here
+the VM's generated code (:mod:`.codegen`) calls one :class:`Segment` where it
+called a run of kernels; the segment's first call writes the Numba source of
+each call (:mod:`hetvm.kernels.segment_emit`, specialised to the dtypes and
+ranks it sees), compiles the covered calls into one function per stretch
+(cached on disk with the other generated kernels) and runs the calls it does
+not cover through their NumPy kernels, in order.
+
+Later calls run the same plan. Numba checks each call's argument types: a call
+whose dtypes, ranks or memory layouts differ from the first call's runs every
+kernel through NumPy (never code written for other types). An error inside
+compiled code re-runs the stretch kernel by kernel, so the error raised is the
+NumPy kernel's, and the VM names that kernel's pc (``exc._hetvm_pc``).
+
+Numba compiles at the first call (seconds for a large stretch, logged under
+``hetvm.codegen``); the machine code is kept on disk, so a later process loads
+it. Matrix products above :data:`MATMUL_LOOP_MAX` multiply-adds at the first
+call keep BLAS.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..kernels import codegen_numba
+from ..kernels.segment_emit import Arg, Arr, ArrList, Imm, emitter
+
+__all__ = ["Slot", "SegmentCall", "Segment", "enabled", "MATMUL_LOOP_MAX"]
+
+log = logging.getLogger("hetvm.codegen")
+
+#: multiply-adds above which a matmul keeps BLAS (Numba's loop measured at
+#: 0.4-1.2x OpenBLAS's single-threaded time up to 16x128x512, 2.4x at 196x256x256)
+MATMUL_LOOP_MAX = 1 << 17
+
+#: a slot of a kernel argument: ("a", k) the segment's array argument k,
+#: ("l", (k, ...)) a list of them, ("i", value) an immediate
+Slot = tuple
+
+
+@dataclass
+class SegmentCall:
+    """One kernel call of a segment."""
+
+    pc: int
+    op: str
+    attrs: dict
+    kernel: Callable[..., Any]  # the bound NumPy-side kernel
+    slots: tuple[Slot, ...]
+
+
+def enabled() -> bool:
+    """Segments compile where Numba is available and ``HETVM_NUMBA`` is not ``0``
+    (the generated kernels' switch)."""
+    return codegen_numba.available()
+
+
+class Segment:
+    """Callable of the segment's distinct array arguments, in slot order."""
+
+    def __init__(self, calls: Sequence[SegmentCall], n_args: int, where: str) -> None:
+        self.calls = list(calls)
+        self.n_args = n_args
+        self.where = where
+        #: ("k", call index, (), ()) a NumPy kernel, or ("g", compiled function,
+        #: its argument indices, its call indices) a compiled stretch; made at the first call
+        self.pieces: list[tuple[str, Any, tuple[int, ...], tuple[int, ...]]] | None = None
+        self._lock = threading.Lock()
+
+    # -- running ---------------------------------------------------------------
+    def __call__(self, *args: Any) -> None:
+        pieces = self.pieces
+        if pieces is None:
+            with self._lock:
+                if self.pieces is None:
+                    self.pieces = self._plan(args)
+            pieces = self.pieces
+        for kind, fn, idx, ks in pieces:
+            if kind == "k":
+                self._kernel(fn, args)
+                continue
+            try:
+                fn(*[args[i] for i in idx])
+            except TypeError as err:  # types not those compiled for: NumPy, call by call
+                if "No matching definition" not in str(err):
+                    raise
+                for k in ks:
+                    self._kernel(k, args)
+            except Exception as err:
+                for k in ks:  # raises the kernel's own error, with its pc
+                    self._kernel(k, args)
+                raise err
+
+    def _kernel(self, k: int, args: tuple) -> None:
+        call = self.calls[k]
+        try:
+            call.kernel(*[_value(s, args) for s in call.slots])
+        except Exception as err:
+            err._hetvm_pc = call.pc  # type: ignore[attr-defined]
+            raise
+
+    # -- planning (first call) ---------------------------------------------------
+    def _plan(self, args: tuple) -> list[tuple[str, Any, tuple[int, ...], tuple[int, ...]]]:
+        pieces: list[tuple[str, Any, tuple[int, ...], tuple[int, ...]]] = []
+        stretch: list[tuple[int, list[str]]] = []
+
+        def flush() -> None:
+            if not stretch:
+                return
+            piece = self._compile(stretch, args)
+            if piece is None:
+                pieces.extend(("k", k, (), ()) for k, _ in stretch)
+            else:
+                pieces.append(piece)
+            stretch.clear()
+
+        for k, call in enumerate(self.calls):
+            body = self._body(call, args)
+            if body is None:
+                flush()
+                pieces.append(("k", k, (), ()))
+            else:
+                stretch.append((k, body))
+        flush()
+        return pieces
+
+    def _body(self, call: SegmentCall, args: tuple) -> list[str] | None:
+        emit = emitter(call.op)
+        if emit is None:
+            return None
+        specs: list[Arg] = []
+        names: list[Any] = []
+        for s in call.slots:
+            tag, value = s
+            if tag == "a":
+                a = args[value]
+                if not _plain(a):
+                    return None
+                specs.append(Arr(str(a.dtype), a.ndim))
+                names.append(f"a{value}")
+            elif tag == "l":
+                items = [args[i] for i in value]
+                if not all(_plain(a) for a in items):
+                    return None
+                specs.append(ArrList(tuple(Arr(str(a.dtype), a.ndim) for a in items)))
+                names.append([f"a{i}" for i in value])
+            else:
+                specs.append(Imm(value))
+                names.append(None)
+        if call.op == "matmul" and len(specs) == 3 and not _small_matmul(args, call.slots):
+            return None
+        try:
+            return emit(call.attrs, specs, names)
+        except (ValueError, TypeError, KeyError) as err:  # an emitter refusing odd attrs
+            log.debug("segment emitter of '%s' declined: %s", call.op, err)
+            return None
+
+    def _compile(self, stretch: list[tuple[int, list[str]]], args: tuple) -> tuple | None:
+        used: list[int] = []
+        for k, _ in stretch:
+            for tag, value in self.calls[k].slots:
+                for i in (value,) if tag == "a" else value if tag == "l" else ():
+                    if i not in used:
+                        used.append(i)
+        if not codegen_numba.available():
+            return None
+        source = _source(self.calls, stretch, used)
+        nb = codegen_numba._numba
+        sig = tuple(_array_type(nb, args[i]) for i in used)
+        start = time.perf_counter()
+        try:
+            mod = codegen_numba._load(source)
+            fn = mod.segment
+            fn.compile(sig)
+            fn.disable_compile()
+        except Exception as err:  # noqa: BLE001 - a compiler gap: the NumPy kernels are exact
+            log.warning("segment of %d kernels (%s) failed to compile (%s); using the NumPy kernels",
+                        len(stretch), self.where, str(err).splitlines()[0] if str(err) else type(err).__name__)
+            return None
+        elapsed = time.perf_counter() - start
+        codegen_numba.count_compiled(1, elapsed)
+        log.info("segment of %d kernels (%s) compiled in %.2f s", len(stretch), self.where, elapsed)
+        return ("g", fn, tuple(used), tuple(k for k, _ in stretch))
+
+
+def _value(slot: Slot, args: tuple) -> Any:
+    tag, value = slot
+    if tag == "a":
+        return args[value]
+    if tag == "l":
+        return [args[i] for i in value]
+    return value
+
+
+def _plain(a: Any) -> bool:
+    """A NumPy array Numba takes as it is (native byte order, a dtype of the emitters)."""
+    return isinstance(a, np.ndarray) and a.dtype.isnative and a.dtype.name in _DTYPES
+
+
+_DTYPES = frozenset({"float32", "float64", "int8", "int16", "int32", "int64",
+                     "uint8", "uint16", "uint32", "uint64", "bool"})  # fmt: skip
+
+
+def _small_matmul(args: tuple, slots: Sequence[Slot]) -> bool:
+    if any(s[0] != "a" for s in slots):
+        return False
+    a, b = args[slots[0][1]], args[slots[1][1]]
+    if a.ndim < 2 or b.ndim < 2:
+        return False
+    batch = math.prod(args[slots[2][1]].shape[:-2])
+    return batch * a.shape[-2] * a.shape[-1] * b.shape[-1] <= MATMUL_LOOP_MAX
+
+
+def _array_type(nb: Any, a: np.ndarray) -> Any:
+    layout = "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous and a.ndim > 1 else "A"
+    return nb.types.Array(nb.from_dtype(a.dtype), a.ndim, layout, readonly=not a.flags.writeable)
+
+
+def _source(calls: Sequence[SegmentCall], stretch: list[tuple[int, list[str]]], used: list[int]) -> str:
+    """The module of one stretch: a function per kernel call, and ``segment``,
+    which calls them in order."""
+    out = [codegen_numba._PRELUDE]
+    body = []
+    for n, (k, lines) in enumerate(stretch):
+        call = calls[k]
+        params: list[str] = []
+        for tag, value in call.slots:
+            if tag == "a":
+                params.append(f"a{value}")
+            elif tag == "l":
+                params.extend(f"a{i}" for i in value)
+        params = list(dict.fromkeys(params))
+        out.append(f"# pc {call.pc}: {call.op}")
+        out.append('@numba.njit(cache=True, error_model="numpy", nogil=True)')
+        out.append(f"def _k{n}({', '.join(params)}):")
+        out.extend("    " + line for line in lines)
+        if not lines:
+            out.append("    pass")
+        out.append("")
+        body.append(f"    _k{n}({', '.join(params)})")
+    out.append('@numba.njit(cache=True, error_model="numpy", nogil=True)')
+    out.append(f"def segment({', '.join(f'a{i}' for i in used)}):")
+    out.extend(body)
+    out.append("")
+    return "\n".join(out)
