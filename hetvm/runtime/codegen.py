@@ -56,6 +56,9 @@ if TYPE_CHECKING:
 __all__ = ["CompiledFunction", "TailCall", "compile_function", "tail_call_pcs"]
 
 _TENSOR_BUILTINS = {"alloc_tensor", "alloc_tensor_direct", "copy_to"}
+# builtins that read no tensor's values: they may run before pending kernel calls
+_HOISTABLE = {"make_shape", "prim_value", "shape_of", "null_value", "alloc_storage", "alloc_tensor",
+              "alloc_tensor_direct"}
 # builtins that allocate: they take the call state first (the call owns the block)
 _CALL_BUILTINS = {"alloc_storage", "alloc_tensor_direct", "copy_to"}
 # view builtins (hetvm.kernels.view_kernels): a tensor on the device of their first
@@ -172,6 +175,8 @@ class _Emitter:
         # (indent, pc, op, attrs, kernel, argument sources) waiting to be emitted
         self.segments = segments_enabled() and not (state.trace or state.poison)
         self.pending: list[tuple[int, int, KernelCall, Any, list[tuple[str, Any]]]] = []
+        self.pending_regs: set[int] = set()  # registers the pending calls read
+        self.hoisting = False  # emitting an instruction moved before the pending calls
 
     # -- helpers -------------------------------------------------------------
     def bind(self, value: Any, prefix: str = "_k") -> str:
@@ -181,7 +186,7 @@ class _Emitter:
         return name
 
     def emit(self, indent: int, text: str, pc: int | None) -> None:
-        if self.pending:
+        if self.pending and not self.hoisting:
             self.flush_segment()
         self.lines.append((indent, text, pc))
 
@@ -189,6 +194,7 @@ class _Emitter:
         """Emits the pending kernel calls: one call as it is, two or more as one
         :class:`~.segments.Segment` of their distinct arrays."""
         pending, self.pending = self.pending, []
+        self.pending_regs = set()
         ind = pending[0][0]
         if len(pending) == 1:
             _, pc, _, kern, sources = pending[0]
@@ -300,7 +306,32 @@ class _Emitter:
         return self.bind(value, "_i")
 
     # -- instructions --------------------------------------------------------------
+    def _hoistable(self, ins: Any) -> bool:
+        """Whether ``ins`` may run before the pending kernel calls: it reads no
+        tensor's values and writes no register they read (kernels define no
+        register: they write into their output arrays). Shape arithmetic and
+        allocations between kernels then no longer split a segment."""
+        if isinstance(ins, Kill):
+            return ins.reg not in self.pending_regs and ins.reg not in self.direct.tensors
+        if not isinstance(ins, Call) or ins.dst is None or ins.dst in self.pending_regs:
+            return False
+        if ins.func in self.state.exe.functions:
+            return False
+        if ins.dst in self.direct.tuples or view_kernel(ins.func) is not None:  # views read no values
+            return True
+        return ins.func.startswith(BUILTIN_PREFIX) and ins.func[len(BUILTIN_PREFIX):] in _HOISTABLE
+
     def instruction(self, pc: int, ins: Any, ind: int) -> None:
+        if self.pending and self._hoistable(ins):
+            self.hoisting = True
+            try:
+                self._instruction(pc, ins, ind)
+            finally:
+                self.hoisting = False
+            return
+        self._instruction(pc, ins, ind)
+
+    def _instruction(self, pc: int, ins: Any, ind: int) -> None:
         if self.state.trace:
             self.emit(ind, f"C.where = ({self.bind(self.func.name)}, {pc})", pc)
         direct = self.direct
@@ -435,8 +466,8 @@ class _Emitter:
             kern = self.bind(bind_kernel(ins.op, dev.kind, api.xp, dict(ins.attrs)), "_K")
         d = self.bind(dev, "_D")
         conv = self.bind(_arg_converter(dev, ins, where), "_M")
-        # each argument's source: ("a", text) an array, ("l", [text, ...]) a list of
-        # arrays, ("i", value) an immediate, ("x", text) anything else
+        # each argument's source: ("a", text) an array or a run-time value, ("l",
+        # [text, ...]) a list of arrays, ("i", value) an immediate
         sources: list[tuple[str, Any]] = []
         for pos, (tag, value) in enumerate(ins.args):
             if tag == "r" and value in self.direct.tensors:
@@ -451,17 +482,18 @@ class _Emitter:
                 if static is dev:  # proven at compile time
                     sources.append(("a", f"{r}._data"))
                 else:
-                    sources.append(("x", f"({r}._data if {r}.device is {d} else {conv}({r}, {pos}))"))
+                    sources.append(("a", f"({r}._data if {r}.device is {d} else {conv}({r}, {pos}))"))
             elif tag == "r":
-                sources.append(("x", f"{conv}(r{value}, {pos})"))
+                sources.append(("a", f"{conv}(r{value}, {pos})"))
             elif tag == "c":
                 sources.append(("a", self.bind(self.state.constant(value, ins.device)._data, "_c")))
             else:
                 sources.append(("i", _kernel_immediate(value)))
-        if self.segments and api.xp is np and all(tag != "x" for tag, _ in sources):
+        if self.segments and api.xp is np:
             if self.pending and self.pending[0][0] != ind:
                 self.flush_segment()
             self.pending.append((ind, pc, ins, kern, sources))
+            self.pending_regs.update(v for t, v in ins.args if t == "r")
             return
         self.emit(ind, f"{kern}({', '.join(self._source_arg(s) for s in sources)})", pc)
 

@@ -34,7 +34,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..kernels import codegen_numba
-from ..kernels.segment_emit import Arg, Arr, ArrList, Imm, emitter
+from ..kernels.segment_emit import Arg, Arr, ArrList, Imm, Val, emitter
 
 __all__ = ["Slot", "SegmentCall", "Segment", "enabled", "MATMUL_LOOP_MAX"]
 
@@ -44,8 +44,9 @@ log = logging.getLogger("hetvm.codegen")
 #: 0.4-1.2x OpenBLAS's single-threaded time up to 16x128x512, 2.4x at 196x256x256)
 MATMUL_LOOP_MAX = 1 << 17
 
-#: a slot of a kernel argument: ("a", k) the segment's array argument k,
-#: ("l", (k, ...)) a list of them, ("i", value) an immediate
+#: a slot of a kernel argument: ("a", k) the segment's argument k (an array, or a
+#: value computed at run time: an int, float, bool or tuple of ints), ("l", (k, ...))
+#: a list of arrays, ("i", value) an immediate
 Slot = tuple
 
 
@@ -77,6 +78,7 @@ class Segment:
         #: its argument indices, its call indices) a compiled stretch; made at the first call
         self.pieces: list[tuple[str, Any, tuple[int, ...], tuple[int, ...]]] | None = None
         self._lock = threading.Lock()
+        self.whole: Any = None  # the compiled function when it is the whole segment
 
     # -- running ---------------------------------------------------------------
     def __call__(self, *args: Any) -> None:
@@ -85,7 +87,17 @@ class Segment:
             with self._lock:
                 if self.pieces is None:
                     self.pieces = self._plan(args)
+                    kind, fn, idx, _ = self.pieces[0]
+                    if len(self.pieces) == 1 and kind == "g" and idx == tuple(range(len(args))):
+                        self.whole = fn
             pieces = self.pieces
+        whole = self.whole
+        if whole is not None:  # one compiled function of every argument, in order
+            try:
+                whole(*args)
+                return
+            except Exception:  # noqa: BLE001 - handled on the general path below
+                pass
         for kind, fn, idx, ks in pieces:
             if kind == "k":
                 self._kernel(fn, args)
@@ -140,21 +152,21 @@ class Segment:
         if emit is None:
             return None
         specs: list[Arg] = []
-        names: list[Any] = []
-        for s in call.slots:
-            tag, value = s
+        names: list[Any] = []  # by position, so one body serves every call site alike
+        for pos, (tag, value) in enumerate(call.slots):
             if tag == "a":
                 a = args[value]
-                if not _plain(a):
+                spec = _value_spec(a) if not isinstance(a, np.ndarray) else Arr(str(a.dtype), a.ndim)
+                if spec is None or (isinstance(spec, Arr) and not _plain(a)):
                     return None
-                specs.append(Arr(str(a.dtype), a.ndim))
-                names.append(f"a{value}")
+                specs.append(spec)
+                names.append(f"a{pos}")
             elif tag == "l":
                 items = [args[i] for i in value]
                 if not all(_plain(a) for a in items):
                     return None
                 specs.append(ArrList(tuple(Arr(str(a.dtype), a.ndim) for a in items)))
-                names.append([f"a{i}" for i in value])
+                names.append([f"a{pos}_{j}" for j in range(len(items))])
             else:
                 specs.append(Imm(value))
                 names.append(None)
@@ -167,20 +179,21 @@ class Segment:
             return None
 
     def _compile(self, stretch: list[tuple[int, list[str]]], args: tuple) -> tuple | None:
+        if not codegen_numba.available():
+            return None
         used: list[int] = []
         for k, _ in stretch:
             for tag, value in self.calls[k].slots:
                 for i in (value,) if tag == "a" else value if tag == "l" else ():
                     if i not in used:
                         used.append(i)
-        if not codegen_numba.available():
-            return None
-        source = _source(self.calls, stretch, used)
         nb = codegen_numba._numba
         sig = tuple(_array_type(nb, args[i]) for i in used)
         start = time.perf_counter()
         try:
-            mod = codegen_numba._load(source)
+            kernels = [codegen_numba._load(_kernel_source(lines, _params(self.calls[k].slots))).__name__
+                       for k, lines in stretch]
+            mod = codegen_numba._load(_segment_source(self.calls, stretch, kernels, used))
             fn = mod.segment
             fn.compile(sig)
             fn.disable_compile()
@@ -203,6 +216,19 @@ def _value(slot: Slot, args: tuple) -> Any:
     return value
 
 
+def _value_spec(v: Any) -> Val | None:
+    """The spec of a run-time value Numba takes as it is, or None."""
+    if isinstance(v, bool):
+        return Val("bool")
+    if isinstance(v, int) and -(1 << 63) <= v < (1 << 63):
+        return Val("int")
+    if isinstance(v, float):
+        return Val("float")
+    if isinstance(v, tuple) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return Val("shape", len(v))
+    return None
+
+
 def _plain(a: Any) -> bool:
     """A NumPy array Numba takes as it is (native byte order, a dtype of the emitters)."""
     return isinstance(a, np.ndarray) and a.dtype.isnative and a.dtype.name in _DTYPES
@@ -222,35 +248,58 @@ def _small_matmul(args: tuple, slots: Sequence[Slot]) -> bool:
     return batch * a.shape[-2] * a.shape[-1] * b.shape[-1] <= MATMUL_LOOP_MAX
 
 
-def _array_type(nb: Any, a: np.ndarray) -> Any:
+def _array_type(nb: Any, a: Any) -> Any:
+    """Numba's type of an argument (an array or a run-time value)."""
+    if not isinstance(a, np.ndarray):
+        spec = _value_spec(a)
+        assert spec is not None
+        if spec.kind == "shape":
+            return nb.types.UniTuple(nb.types.int64, spec.length) if spec.length else nb.types.Tuple(())
+        return {"bool": nb.types.boolean, "int": nb.types.int64, "float": nb.types.float64}[spec.kind]
     layout = "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous and a.ndim > 1 else "A"
     return nb.types.Array(nb.from_dtype(a.dtype), a.ndim, layout, readonly=not a.flags.writeable)
 
 
-def _source(calls: Sequence[SegmentCall], stretch: list[tuple[int, list[str]]], used: list[int]) -> str:
-    """The module of one stretch: a function per kernel call, and ``segment``,
-    which calls them in order."""
-    out = [codegen_numba._PRELUDE]
+def _params(slots: Sequence[Slot]) -> list[str]:
+    """A body's parameters: its arrays by argument position (``a1``; ``a0_2`` the
+    third array of list argument 0)."""
+    out: list[str] = []
+    for pos, (tag, value) in enumerate(slots):
+        if tag == "a":
+            out.append(f"a{pos}")
+        elif tag == "l":
+            out.extend(f"a{pos}_{j}" for j in range(len(value)))
+    return out
+
+
+def _kernel_source(lines: list[str], params: list[str]) -> str:
+    """The module of one call's body, ``kernel``: the same text for every call
+    of the op with the same attributes, dtypes and ranks, so it compiles once
+    (and Numba's disk cache keeps it)."""
+    return "\n".join([
+        codegen_numba._PRELUDE,
+        '@numba.njit(cache=True, error_model="numpy", nogil=True)',
+        f"def kernel({', '.join(params)}):",
+        *("    " + line for line in lines or ["pass"]),
+        "",
+    ])
+
+
+def _segment_source(calls: Sequence[SegmentCall], stretch: list[tuple[int, list[str]]], kernels: list[str],
+                    used: list[int]) -> str:  # fmt: skip
+    """The module of one stretch: ``segment`` calls each call's kernel module in order."""
+    out = ["import sys", "", "import numba", ""]
     body = []
-    for n, (k, lines) in enumerate(stretch):
+    for n, ((k, _), module) in enumerate(zip(stretch, kernels)):
         call = calls[k]
-        params: list[str] = []
+        out.append(f"_k{n} = sys.modules[{module!r}].kernel  # pc {call.pc}: {call.op}")
+        arrays: list[str] = []
         for tag, value in call.slots:
             if tag == "a":
-                params.append(f"a{value}")
+                arrays.append(f"a{value}")
             elif tag == "l":
-                params.extend(f"a{i}" for i in value)
-        params = list(dict.fromkeys(params))
-        out.append(f"# pc {call.pc}: {call.op}")
-        out.append('@numba.njit(cache=True, error_model="numpy", nogil=True)')
-        out.append(f"def _k{n}({', '.join(params)}):")
-        out.extend("    " + line for line in lines)
-        if not lines:
-            out.append("    pass")
-        out.append("")
-        body.append(f"    _k{n}({', '.join(params)})")
-    out.append('@numba.njit(cache=True, error_model="numpy", nogil=True)')
-    out.append(f"def segment({', '.join(f'a{i}' for i in used)}):")
-    out.extend(body)
-    out.append("")
+                arrays.extend(f"a{i}" for i in value)
+        body.append(f"    _k{n}({', '.join(arrays)})")
+    out += ["", "", '@numba.njit(cache=True, error_model="numpy", nogil=True)',
+            f"def segment({', '.join(f'a{i}' for i in used)}):", *body, ""]
     return "\n".join(out)

@@ -6,11 +6,11 @@ consecutive kernel calls compiled into one Numba function costs one call; for
 that each op needs its body as Numba source, which the emitters here write.
 
 An emitter is registered per op name: ``emit(attrs, args, names)`` gets the
-call's attributes, an :class:`Arr` / :class:`ArrList` / :class:`Imm` per
-argument (the output last, destination-passing as the NumPy kernel), and the
-local names the body reads (``names[i]`` a string for an array, a list of
-strings for a list of arrays, None for an immediate, whose value the emitter
-writes into the source itself). It returns the body's lines (relative
+call's attributes, an :class:`Arr` / :class:`ArrList` / :class:`Imm` /
+:class:`Val` per argument (the output last, destination-passing as the NumPy
+kernel), and the local names the body reads (``names[i]`` a string for an
+array or a run-time value, a list of strings for a list of arrays, None for an
+immediate, whose value the emitter writes into the source itself). It returns the body's lines (relative
 indentation, four spaces a level), or None when it does not cover the call:
 the call then runs its NumPy kernel outside the compiled function.
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-__all__ = ["Arr", "ArrList", "Imm", "Arg", "Emitter", "register", "emitter", "DTYPES", "FLOATS", "INTS",
+__all__ = ["Arr", "ArrList", "Imm", "Val", "Arg", "Emitter", "register", "emitter", "DTYPES", "FLOATS", "INTS",
            "literal", "index", "Lines", "check_same_shape", "broadcast_loop"]
 
 
@@ -53,7 +53,17 @@ class Imm:
     value: Any
 
 
-Arg = Arr | ArrList | Imm
+@dataclass(frozen=True)
+class Val:
+    """A value computed at run time, passed in as an argument (its name in
+    ``names``): ``kind`` ``"int"`` (int64), ``"float"`` (float64), ``"bool"``, or
+    ``"shape"``, a tuple of ``length`` int64 (a shape or a list of sizes)."""
+
+    kind: str
+    length: int = 0
+
+
+Arg = Arr | ArrList | Imm | Val
 Lines = list[str]
 Emitter = Callable[[dict, Sequence[Arg], Sequence[Any]], "Lines | None"]
 
@@ -130,7 +140,6 @@ def broadcast_loop(out: str, out_ndim: int, inputs: Sequence[tuple[str, int]], b
     each input's element at the current index and returns the lines that write
     ``out`` there."""
     lines: Lines = []
-    idx = [f"i{d}" for d in range(out_ndim)]
     reads = []
     for k, (name, nd) in enumerate(inputs):
         if nd > out_ndim:

@@ -1,0 +1,120 @@
+"""Segments: a run of consecutive kernel calls in a VM function runs as one
+compiled Numba function (``hetvm/runtime/segments.py``); what it computes,
+when it falls back to the NumPy kernels, and the errors it raises."""
+
+import re
+
+import numpy as np
+import pytest
+
+import hetvm
+from hetvm.kernels import codegen_numba
+from hetvm.script import from_source
+from hetvm.transform import PassContext
+
+pytest.importorskip("numba")
+
+F32 = "float32"
+
+CHAIN = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32"), y: R.Tensor((4,), "float32"),
+             w: R.Tensor((4, 3), "float32")) -> R.Tensor(("n", 3), "float32"):
+        n = T.int64()
+        a = R.add(x, y)
+        b = R.multiply(a, y)
+        c = R.subtract(b, x)
+        d = R.matmul(c, w)
+        e = R.reshape(d, R.shape([n * 3]))
+        f = R.exp(e)
+        g = R.reshape(f, R.shape([n, 3]))
+        return g
+"""
+
+
+@pytest.fixture
+def numba_on(monkeypatch):
+    monkeypatch.setenv("HETVM_NUMBA", "1")
+    codegen_numba._checked = False
+
+
+def _vm(text=CHAIN):
+    with PassContext(disabled_pass=["FuseOps"]):
+        exe = hetvm.build(from_source(text))
+    return hetvm.VirtualMachine(exe)
+
+
+def _want(x, y, w):
+    return np.exp(((x + y) * y - x) @ w)
+
+
+def _segments(vm):
+    """The Segment objects the generated code of ``main`` calls."""
+    from hetvm.runtime.segments import Segment
+
+    fn = vm._compiled["main"].fn
+    return [v for v in fn.__globals__.values() if isinstance(v, Segment)]
+
+
+def test_a_chain_with_a_reshape_between_kernels_runs_as_one_compiled_segment(numba_on):
+    vm = _vm()
+    src = vm.source("main")
+    assert len(re.findall(r"_S\d+\(", src)) == 1 and not re.search(r"_K\d+\(", src), src
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3)).astype(F32)
+    for n in (2, 5):  # one compile serves every n
+        x = rng.standard_normal((n, 4)).astype(F32)
+        y = rng.standard_normal(4).astype(F32)
+        np.testing.assert_allclose(vm["main"](x, y, w).numpy(), _want(x, y, w), rtol=1e-5)
+    (seg,) = _segments(vm)
+    assert [p[0] for p in seg.pieces] == ["g"] and seg.whole is not None
+
+
+def test_without_numba_the_same_program_calls_its_kernels_one_by_one(monkeypatch):
+    monkeypatch.setenv("HETVM_NUMBA", "0")
+    codegen_numba._checked = False
+    vm = _vm()
+    assert not re.search(r"_S\d+\(", vm.source("main")) and re.search(r"_K\d+\(", vm.source("main"))
+
+
+def test_arguments_of_other_types_than_the_first_calls_run_the_numpy_kernels(numba_on):
+    vm = _vm()
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 4)).astype(F32)
+    y = rng.standard_normal(4).astype(F32)
+    w = rng.standard_normal((4, 3)).astype(F32)
+    vm["main"](x, y, w)
+    (seg,) = _segments(vm)
+    strided = np.asfortranarray(rng.standard_normal((3, 4)).astype(F32))  # another layout
+    calls = []
+    for call in seg.calls:
+        real = call.kernel
+
+        def counted(*a, _real=real, _op=call.op):
+            calls.append(_op)
+            return _real(*a)
+
+        call.kernel = counted
+    np.testing.assert_allclose(vm["main"](strided, y, w).numpy(), _want(strided, y, w), rtol=1e-5)
+    assert calls == [c.op for c in seg.calls]  # every kernel ran through NumPy, in order
+
+
+def test_an_error_inside_a_segment_names_the_failing_kernels_pc(numba_on):
+    text = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32"), i: R.Tensor((2,), "int64")) -> R.Tensor((2,), "float32"):
+        a = R.exp(x)
+        b = R.take(a, i, axis=0)
+        c = R.exp(b)
+        return c
+"""
+    vm = _vm(text)
+    x = np.arange(4, dtype=F32)
+    np.testing.assert_allclose(vm["main"](x, np.array([3, 0])).numpy(), np.exp(np.exp(x)[[3, 0]]), rtol=1e-6)
+    with pytest.raises(hetvm.HetvmRuntimeError, match="take") as info:
+        vm["main"](x, np.array([7, 0]))
+    assert "pc " in str(info.value)
