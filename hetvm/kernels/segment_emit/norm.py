@@ -1,0 +1,325 @@
+"""Segment bodies of normalisations, softmax, reductions and the element-wise
+ops with parameters (``clip``, ``nn.leakyrelu``).
+
+Why: after the element-wise ops and small matmuls compiled, a transformer's
+segments were still split at every ``nn.layer_norm`` and ``nn.softmax`` (and
+llama's ``mean``), each running its NumPy kernel between two compiled
+stretches. Each body here is a loop nest over the output's kept dimensions
+with the reduced ones innermost, specialised to the call's rank and axes.
+
+Arithmetic, op by op (the NumPy kernels in ``hetvm/kernels`` are the reference):
+
+* ``nn.layer_norm``: the direct loop of :mod:`..norm_direct` (what the NumPy
+  kernel runs for small rows with Numba on): two passes, sums in float64, the
+  scale and shift applied in float64, one rounding at the store. Larger rows'
+  NumPy passes sum in the input's dtype: results agree within its rounding.
+* ``nn.softmax``: the direct loop again (NaN-propagating max, exps in the
+  input's dtype, their sum in float64); ``nn.log_softmax`` the same sum, then
+  ``(x - max) - log(sum)`` in the input's dtype, as the NumPy passes.
+* ``sum`` / ``mean``: floats summed in float64 (NumPy sums pairwise in the
+  input's dtype: agreement within its rounding), integers in int64 / uint64
+  wrapping as NumPy's, the mean of integers in float64; ``prod`` multiplies in
+  the input's float dtype in NumPy's order, integers in int64 / uint64;
+  ``max`` / ``min`` propagate NaN and give the NumPy kernel's identity
+  (-inf/+inf, the integer type's extremes) for an empty reduction.
+
+Declined (the call keeps its NumPy kernel): float16, an output dtype other
+than the NumPy kernel's result dtype (float inputs) or an integer one
+(integer sums and products, which wrap alike), axes NumPy would refuse (out of
+range, repeated), parameters given as something other than 1-D arrays of the
+input's dtype, and a 0-d result written into an output of another rank (which
+the NumPy kernel broadcasts).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import FLOATS, INTS, Arg, Arr, Lines, check_same_shape, index, literal, register
+from .elementwise import _program_lines
+
+_SIGNED = frozenset({"int8", "int16", "int32", "int64"})
+_UNSIGNED = frozenset({"uint8", "uint16", "uint32", "uint64"})
+
+
+# -- helpers ----------------------------------------------------------------------
+def _arrays(args: Sequence[Arg], n: int) -> bool:
+    return len(args) == n and all(isinstance(a, Arr) for a in args)
+
+
+def _numpy_axes(raw: Any, ndim: int) -> tuple[int, ...] | None:
+    """``raw`` (None, an int or a sequence of ints) as sorted non-negative axes
+    NumPy accepts (None: all of them); None where NumPy would raise (an axis
+    out of range or repeated) or ``raw`` is not integers."""
+    if raw is None:
+        return tuple(range(ndim))
+    items = raw if isinstance(raw, (list, tuple)) else [raw]
+    axes = []
+    for a in items:
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+            return None
+        a = int(a)
+        if not -ndim <= a < ndim:
+            return None
+        axes.append(a % ndim)
+    if len(set(axes)) != len(axes):
+        return None
+    return tuple(sorted(axes))
+
+
+def _nest(dims: Sequence[int], shape_of: str, inner: Lines, first: dict[int, str] | None = None) -> Lines:
+    """``inner`` inside loops over ``dims`` of ``shape_of`` (index ``i<d>``), in
+    order; ``first[d]`` replaces dimension d's start (default 0)."""
+    lines: Lines = []
+    pad = ""
+    for d in dims:
+        start = (first or {}).get(d)
+        rng = f"range({start}, {shape_of}.shape[{d}])" if start else f"range({shape_of}.shape[{d}])"
+        lines.append(f"{pad}for i{d} in {rng}:")
+        pad += "    "
+    return lines + [pad + line for line in inner]
+
+
+def _idx(ndim: int, fixed: dict[int, str] | None = None) -> list[str]:
+    return [(fixed or {}).get(d, f"i{d}") for d in range(ndim)]
+
+
+# -- layer norm -------------------------------------------------------------------
+@register("nn.layer_norm")
+def _layer_norm(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
+    if len(args) != 4 or not isinstance(args[0], Arr) or not isinstance(args[3], Arr):
+        return None
+    x, gamma, beta, out = args
+    X, G, B, O = names
+    if x.dtype not in FLOATS or out.dtype != x.dtype or x.ndim == 0 or out.ndim != x.ndim:  # type: ignore[union-attr]
+        return None
+    nd = x.ndim  # type: ignore[union-attr]
+    raw = attrs.get("axes", (-1,))
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(a, (int, np.integer)) for a in raw):
+        return None
+    axes = tuple(int(a) % nd for a in raw)  # the NumPy kernel's wrap
+    if not axes or len(set(axes)) != len(axes):
+        return None
+    axes = tuple(sorted(axes))
+    eps = float(attrs.get("epsilon", 1e-5))
+    scale, center = bool(attrs.get("scale", True)), bool(attrs.get("center", True))
+    if not math.isfinite(eps):
+        return None
+    for used, p in ((scale, gamma), (center, beta)):
+        if used and not (isinstance(p, Arr) and p.ndim == 1 and p.dtype == x.dtype):  # type: ignore[union-attr]
+            return None
+    outer = [d for d in range(nd) if d not in axes]
+    at = index(X, _idx(nd))
+    lines = check_same_shape(X, O, nd, "nn.layer_norm")
+    lines.append("cols = " + " * ".join(f"{X}.shape[{d}]" for d in axes))
+    for used, p, what in ((scale, G, "gamma"), (center, B, "beta")):
+        if used:
+            lines += [f"if {p}.shape[0] != cols:",
+                      f"    raise ValueError('nn.layer_norm: {what} does not have one value per normalised item')"]
+    lines += [f"if {X}.size == 0:", "    return"]
+    flat = f"i{axes[0]}" if len(axes) == 1 else "j"
+    apply = [f"v = ({at} - mean) * inv"]
+    if scale:
+        apply.append(f"v = v * {G}[{flat}]")
+    if center:
+        apply.append(f"v = v + {B}[{flat}]")
+    apply.append(f"{index(O, _idx(nd))} = v")
+    if len(axes) > 1:
+        apply.append("j += 1")
+    row = ["total = 0.0"]
+    row += _nest(axes, X, [f"total += {at}"])
+    row += ["mean = total / cols", "squares = 0.0"]
+    row += _nest(axes, X, [f"d = {at} - mean", "squares += d * d"])
+    row += [f"inv = 1.0 / math.sqrt(squares / cols + {literal(eps)})"]
+    row += (["j = 0"] if len(axes) > 1 else []) + _nest(axes, X, apply)
+    return lines + _nest(outer, X, row)
+
+
+# -- softmax ----------------------------------------------------------------------
+def _softmax_axis(attrs: dict, args: Sequence[Arg]) -> int | None:
+    if not _arrays(args, 2):
+        return None
+    x, out = args
+    if x.dtype not in FLOATS or out.dtype != x.dtype or x.ndim == 0 or out.ndim != x.ndim:  # type: ignore[union-attr]
+        return None
+    axis = attrs.get("axis", -1)
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -x.ndim <= int(axis) < x.ndim:  # type: ignore[union-attr]
+        return None
+    return int(axis) % x.ndim  # type: ignore[union-attr]
+
+
+def _row_max(X: str, nd: int, axis: int) -> Lines:
+    """``top``: the row's max, NaN if the row has one (NumPy's ``max``)."""
+    return [f"top = {index(X, _idx(nd, {axis: '0'}))}"] + _nest(
+        [axis], X, [f"v = {index(X, _idx(nd))}", "if v > top or v != v:", "    top = v",
+                    "    if v != v:", "        break"], {axis: "1"})  # fmt: skip
+
+
+@register("nn.softmax")
+def _softmax(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
+    axis = _softmax_axis(attrs, args)
+    if axis is None:
+        return None
+    X, O = names
+    nd = args[0].ndim  # type: ignore[union-attr]
+    at, ot = index(X, _idx(nd)), index(O, _idx(nd))
+    row = _row_max(X, nd, axis) + ["total = 0.0"]
+    row += _nest([axis], X, [f"e = math.exp({at} - top)", f"{ot} = e", "total += e"])
+    row += _nest([axis], X, [f"{ot} = {ot} / total"])
+    lines = check_same_shape(X, O, nd, "nn.softmax") + [f"if {X}.size == 0:", "    return"]
+    return lines + _nest([d for d in range(nd) if d != axis], X, row)
+
+
+@register("nn.log_softmax")
+def _log_softmax(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
+    axis = _softmax_axis(attrs, args)
+    if axis is None:
+        return None
+    X, O = names
+    x = args[0]
+    nd = x.ndim  # type: ignore[union-attr]
+    at, ot = index(X, _idx(nd)), index(O, _idx(nd))
+    row = _row_max(X, nd, axis) + ["total = 0.0"]
+    row += _nest([axis], X, [f"total += math.exp({at} - top)"])
+    row += [f"lse = np.{x.dtype}(math.log(total))"]  # type: ignore[union-attr]
+    row += _nest([axis], X, [f"{ot} = ({at} - top) - lse"])
+    lines = check_same_shape(X, O, nd, "nn.log_softmax") + [f"if {X}.size == 0:", "    return"]
+    return lines + _nest([d for d in range(nd) if d != axis], X, row)
+
+
+# -- reductions ---------------------------------------------------------------------
+def _extreme(op: str, dtype: str) -> str:
+    """Source of the identity of max/min over ``dtype`` (the NumPy kernel's
+    value for an empty reduction)."""
+    if dtype == "bool":
+        return "False" if op == "max" else "True"
+    if dtype in FLOATS:
+        return f"np.{dtype}(-np.inf)" if op == "max" else f"np.{dtype}(np.inf)"
+    info = np.iinfo(dtype)
+    return literal(info.min if op == "max" else info.max, dtype)
+
+
+def _reduction_plan(op: str, dtype: str, out_dtype: str) -> tuple[str, Callable[[str], Lines], str] | None:
+    """(initial accumulator, lines folding element ``v`` into ``acc``, the
+    value stored) for ``op`` over ``dtype`` into ``out_dtype``; None if not
+    covered."""
+    wide = "np.int64" if dtype in _SIGNED or dtype == "bool" else "np.uint64"
+    if op in ("max", "min"):
+        if out_dtype != dtype:
+            return None
+        if dtype == "bool":
+            fold = ["if v:", "    acc = True"] if op == "max" else ["if not v:", "    acc = False"]
+            return _extreme(op, dtype), lambda v: [f"v = {v}", *fold], "acc"
+        cmp = ">" if op == "max" else "<"
+        if dtype in FLOATS:  # NaN sticks: nothing compares greater than it
+            return _extreme(op, dtype), lambda v: [f"v = {v}", f"if v {cmp} acc or v != v:", "    acc = v"], "acc"
+        return _extreme(op, dtype), lambda v: [f"v = {v}", f"if v {cmp} acc:", "    acc = v"], "acc"
+    if op in ("sum", "prod"):
+        sym = "+" if op == "sum" else "*"
+        one = "0" if op == "sum" else "1"
+        if dtype in FLOATS:
+            if out_dtype != dtype:
+                return None
+            init = "0.0" if op == "sum" else f"np.{dtype}(1)"  # sums in float64, products in NumPy's dtype
+            return init, lambda v: [f"acc {sym}= {v}"], "acc"
+        if out_dtype not in INTS:
+            return None
+        return f"{wide}({one})", lambda v: [f"acc {sym}= {wide}({v})"], "acc"
+    if op == "mean":
+        if (out_dtype != dtype) if dtype in FLOATS else out_dtype not in FLOATS:
+            return None
+        return "0.0", lambda v: [f"acc += {v}"], "acc / count"
+    return None
+
+
+def _reduction(op: str) -> None:
+    def emit(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
+        if not _arrays(args, 2):
+            return None
+        x, out = args
+        X, O = names
+        nd = x.ndim  # type: ignore[union-attr]
+        keep = bool(attrs.get("keepdims", False))
+        axes = _numpy_axes(attrs.get("axis"), nd)
+        if axes is None or x.dtype not in FLOATS | INTS | {"bool"}:  # type: ignore[union-attr]
+            return None
+        if out.ndim != (nd if keep else nd - len(axes)):  # type: ignore[union-attr]
+            return None
+        plan = _reduction_plan(op, x.dtype, out.dtype)  # type: ignore[union-attr]
+        if plan is None:
+            return None
+        init, fold, result = plan
+        kept = [d for d in range(nd) if d not in axes]
+        want = [("1" if d in axes else f"{X}.shape[{d}]") for d in range(nd)] if keep else [
+            f"{X}.shape[{d}]" for d in kept]
+        lines: Lines = []
+        if want:
+            cond = " or ".join(f"{O}.shape[{k}] != {w}" for k, w in enumerate(want))
+            lines += [f"if {cond}:", f"    raise ValueError('{op}: the output shape does not match the reduction')"]
+        if op == "mean":
+            lines.append("count = " + (" * ".join(f"{X}.shape[{d}]" for d in axes) if axes else "1"))
+        out_at = index(O, [("0" if d in axes else f"i{d}") for d in range(nd)] if keep else [f"i{d}" for d in kept])
+        row = [f"acc = {init}"] + _nest(axes, X, fold(index(X, _idx(nd)))) + [f"{out_at} = {result}"]
+        return lines + _nest(kept, X, row)
+
+    register(op)(emit)
+
+
+for _op in ("sum", "mean", "max", "min", "prod"):
+    _reduction(_op)
+
+
+# -- element-wise with parameters -------------------------------------------------------
+def _same_shape_or_scalar(args: Sequence[Arg], names: Sequence[Any], what: str) -> Lines:
+    """The NumPy kernels store their result with ``store``: equal shapes, or a
+    0-d result broadcast into the output."""
+    x, out = args
+    if x.ndim == 0:  # type: ignore[union-attr]
+        return []
+    return check_same_shape(names[0], names[1], out.ndim, what) if x.ndim == out.ndim else None  # type: ignore[union-attr,return-value]
+
+
+def _bound(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+@register("clip")
+def _clip(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
+    """Float inputs: both bounds through the fused program's step (one source of
+    truth), one bound as a maximum or minimum; integer inputs keep NumPy (its
+    bounds' promotion rules)."""
+    if not _arrays(args, 2) or args[0].dtype not in FLOATS or args[1].dtype != args[0].dtype:  # type: ignore[union-attr]
+        return None
+    check = _same_shape_or_scalar(args, names, "clip")
+    if check is None:
+        return None
+    lo, hi = attrs.get("min"), attrs.get("max")
+    blo, bhi = _bound(lo), _bound(hi)
+    if (lo is not None and blo is None) or (hi is not None and bhi is None) or (lo is None and hi is None):
+        return None
+    dtype = args[1].dtype  # type: ignore[union-attr]
+    if blo is not None and bhi is not None:
+        body = _program_lines((("clip", dtype, "x0", blo, bhi),), args, names, "clip")
+        return None if body is None else check + body
+    op, bound = ("maximum", blo) if blo is not None else ("minimum", bhi)
+    body = _program_lines((("const", dtype, bound), (op, dtype, "x0", "t0")), args, names, "clip")
+    return None if body is None else check + body
+
+
+@register("nn.leakyrelu")
+def _leakyrelu(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
+    if not _arrays(args, 2) or args[0].dtype not in FLOATS or args[1].dtype != args[0].dtype:  # type: ignore[union-attr]
+        return None
+    alpha = _bound(attrs.get("alpha", 0.01))
+    check = _same_shape_or_scalar(args, names, "nn.leakyrelu")
+    if alpha is None or check is None:
+        return None
+    body = _program_lines((("nn.leakyrelu", args[1].dtype, "x0", alpha),), args, names, "nn.leakyrelu")  # type: ignore[union-attr]
+    return None if body is None else check + body
+

@@ -1,0 +1,188 @@
+"""Segment bodies of normalisations, softmax, reductions, clip and leaky relu
+against their NumPy kernels."""
+
+import numpy as np
+import pytest
+
+from hetvm.testing.segment_check import assert_segment_matches, run_both
+
+pytest.importorskip("numba")
+
+F32 = dict(rtol=2e-6, atol=2e-6)
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _f(shape, dtype=np.float32, seed=0):
+    return _rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _compiled_fn(seg):
+    (kind, fn, idx, _), = seg.pieces
+    assert kind == "g"
+    return fn, idx
+
+
+def _ln(x, gamma, beta, axes, **attrs):
+    return ("nn.layer_norm", {"axes": axes, "epsilon": 1e-5, "center": True, "scale": True, **attrs},
+            [x, gamma, beta, np.empty_like(x)])
+
+
+def test_layer_norm_matches_the_numpy_kernel_over_trailing_other_and_several_axes(numba_on):
+    x = _f((2, 5, 32))
+    x[0, 1, 3] = np.nan  # one row NaN, the others intact
+    x[1, 2, 0] = np.inf
+    wide = _f((3, 4, 40), np.float64, 1)
+    big = _f((2, 3000), seed=2)  # the NumPy passes (rows above norm_direct.SMALL), float32 sums
+    strided = _f((32, 6), seed=3).T  # a transposed view
+    seg = assert_segment_matches([
+        _ln(x, _f(32, seed=4), _f(32, seed=5), [2]),
+        _ln(wide, _f(4, np.float64), _f(4, np.float64), [-2]),
+        _ln(wide, _f(120, np.float64), _f(120, np.float64), [0, 2], center=False),
+        _ln(wide, _f(160, np.float64), np.zeros(1, np.float64), [-1, 1], center=False, scale=True),
+        _ln(big, _f(3000), _f(3000), [1], scale=False, epsilon=1e-12),
+        _ln(strided, _f(32), _f(32), [-1]),
+        _ln(np.zeros((0, 8), np.float32), _f(8), _f(8), [1]),
+    ], **F32)
+    assert seg.pieces[0][0] == "g"
+
+
+def test_layer_norm_with_parameters_of_the_wrong_size_raises_in_compiled_code(numba_on):
+    x = _f((2, 8))
+    seg = assert_segment_matches([_ln(x, _f(8), _f(8), [1]), _ln(x, _f(8), _f(8), [-1])], **F32)
+    fn, idx = _compiled_fn(seg)
+    assert idx[:3] == (0, 1, 2)
+    args = [x, _f(7), _f(8), np.empty_like(x), _f(8), _f(8), np.empty_like(x)]
+    with pytest.raises(ValueError, match="nn.layer_norm: gamma"):
+        fn(*args)
+    with pytest.raises(ValueError):  # the NumPy kernel refuses it too
+        run_both([_ln(x, _f(7), _f(8), [1])])
+
+
+def test_layer_norm_declines_parameters_it_does_not_mirror(numba_on):
+    x = _f((2, 8))
+    assert_segment_matches([
+        _ln(x, _f(8, np.float64), _f(8), [1]),  # gamma of another dtype
+        _ln(x, _f((1, 8)), _f((1, 8)), [1]),  # 2-D parameters (the kernel reshapes them)
+        _ln(x.astype(np.int32), _f(8), _f(8), [1]),
+    ], compiled=False)
+    with pytest.raises(ValueError, match="duplicate"):  # a repeated axis: NumPy's error
+        run_both([("nn.layer_norm", {"axes": [1, -1]}, [x, _f(64), _f(64), np.empty_like(x)]),
+                  ("add", {}, [x, x, np.empty_like(x)])])
+
+
+def _sm(op, x, axis):
+    return (op, {"axis": axis}, [x, np.empty_like(x)])
+
+
+def test_softmax_and_log_softmax_match_numpy_over_any_axis(numba_on):
+    x = _f((2, 3, 5)) * 4
+    x[0, 0, 2] = np.nan
+    x[1, 2, :] = -np.inf  # a row of -inf: NaN, as NumPy's passes
+    x[1, 0, 1] = np.inf
+    wide = _f((4, 6), np.float64, 1) * 10
+    strided = _f((9, 4), seed=2).T
+    assert_segment_matches([
+        _sm("nn.softmax", x, -1), _sm("nn.softmax", x, 1), _sm("nn.softmax", wide, 0),
+        _sm("nn.softmax", strided, -1), _sm("nn.softmax", _f((2, 3000), seed=3), 1),
+        _sm("nn.softmax", np.zeros((3, 0), np.float32), 1),
+        _sm("nn.log_softmax", x, -1), _sm("nn.log_softmax", wide, -2), _sm("nn.log_softmax", strided, 0),
+    ], **F32)
+
+
+def test_softmax_declines_integers_and_axes_numpy_refuses(numba_on):
+    assert_segment_matches([_sm("nn.softmax", np.arange(6, dtype=np.int64).reshape(2, 3), -1)], compiled=False)
+    x = _f((2, 3))
+    with pytest.raises(Exception):  # the NumPy kernel's AxisError, not a loop over a wrapped axis
+        run_both([_sm("nn.softmax", x, 2), ("add", {}, [x, x, np.empty_like(x)])])
+
+
+def _red(op, x, axis, keep, out_dtype=None):
+    shape = np.sum(np.zeros(x.shape), axis=tuple(axis) if isinstance(axis, list) else axis, keepdims=keep).shape
+    return (op, {"axis": axis, "keepdims": keep}, [x, np.empty(shape, out_dtype or x.dtype)])
+
+
+def test_float_reductions_match_numpy_with_nan_inf_negative_axes_and_empty_sets(numba_on):
+    x = _f((3, 4, 5))
+    x[0, 1, 2] = np.nan
+    x[2, 0, 0] = np.inf
+    wide = _f((4, 7), np.float64, 1)
+    empty = np.zeros((3, 0), np.float32)
+    strided = _f((6, 5), seed=2)[::2]
+    assert_segment_matches([
+        _red("mean", x, [-1], True), _red("mean", x, [0, 2], False), _red("mean", wide, None, False),
+        _red("mean", empty, [1], False),  # NaN, as NumPy's mean of nothing
+        _red("mean", strided, 0, True),
+        _red("sum", x, [1], False), _red("sum", wide, [], False), _red("sum", empty, [-1], True),
+        _red("max", x, [2], False), _red("min", x, [0, 1], True), _red("max", empty, [1], False),
+        _red("min", np.zeros((0, 3), np.float64), [0], False),  # +inf, the kernel's identity
+        _red("prod", wide, [1], False), _red("prod", strided, None, True),
+    ], **F32)
+
+
+def test_integer_and_bool_reductions_wrap_and_promote_as_numpy(numba_on):
+    rng = _rng(3)
+    i32 = rng.integers(-2**31, 2**31 - 1, (4, 6), dtype=np.int32)  # sums that wrap in int32
+    u8 = rng.integers(0, 255, (3, 5), dtype=np.uint8)
+    b = rng.random((3, 4)) > 0.5
+    assert_segment_matches([
+        _red("sum", i32, [1], False), _red("sum", i32, None, False, np.int64), _red("prod", u8, [1], True, np.uint64),
+        _red("sum", b, [0], False, np.int64), _red("max", b, [1], False), _red("min", b, None, True),
+        _red("max", i32, [-1], False), _red("min", u8, [0, 1], False),
+        _red("min", np.zeros((0, 2), np.uint64), [0], False),  # the type's largest value
+        _red("max", np.zeros((2, 0), np.int8), [1], True),
+        _red("mean", i32, [0], False, np.float64),
+    ])
+
+
+def test_reductions_decline_other_output_dtypes_and_axes_numpy_refuses(numba_on):
+    x = _f((2, 3))
+    assert_segment_matches([
+        _red("sum", x, [1], False, np.float64),  # NumPy sums in float32, then widens
+        _red("mean", x.astype(np.int32), [1], False, np.int32),
+        _red("max", x, [1], False, np.float64),
+        ("sum", {"axis": None, "keepdims": False}, [x, np.empty(2, np.float32)]),  # a 0-d result broadcast
+    ], compiled=False)
+    for axis in ([1, -1], [2]):  # NumPy's errors, not a loop over a wrapped or repeated axis
+        with pytest.raises(ValueError):
+            run_both([("sum", {"axis": axis, "keepdims": False}, [x, np.empty(2, np.float32)]),
+                      ("add", {}, [x, x, np.empty_like(x)])])
+
+
+def test_a_reduction_into_a_wrongly_shaped_output_raises_in_compiled_code(numba_on):
+    x = _f((2, 3))
+    seg = assert_segment_matches([_red("mean", x, [1], False), _red("sum", x, [1], False)])
+    fn, _ = _compiled_fn(seg)
+    with pytest.raises(ValueError, match="mean: the output shape"):
+        fn(x, np.empty(3, np.float32), np.empty(2, np.float32))
+
+
+def test_clip_and_leakyrelu_match_numpy_with_nan_and_one_sided_bounds(numba_on):
+    x = _f((3, 4)) * 5
+    x[0, 0], x[1, 1], x[2, 2] = np.nan, np.inf, -np.inf
+    wide = _f((2, 3, 2), np.float64, 1) * 5
+    out = np.empty_like(x)
+    assert_segment_matches([
+        ("clip", {"min": -1.5, "max": 2.0}, [x, out]),
+        ("clip", {"min": None, "max": 1}, [x, np.empty_like(x)]),
+        ("clip", {"min": 0.5, "max": None}, [wide, np.empty_like(wide)]),
+        ("clip", {"min": 3.0, "max": 1.0}, [wide, np.empty_like(wide)]),  # min above max: max wins, as np.clip
+        ("clip", {"min": 0.0, "max": 6.0}, [np.array(7.5, np.float32), np.empty((2, 2), np.float32)]),
+        ("nn.leakyrelu", {"alpha": 0.2}, [x, np.empty_like(x)]),
+        ("nn.leakyrelu", {}, [wide, np.empty_like(wide)]),
+    ])
+
+
+def test_clip_and_leakyrelu_decline_integers_and_shapes_the_kernel_refuses(numba_on):
+    i = np.arange(-3, 3, dtype=np.int32)
+    x = _f((1, 3))
+    assert_segment_matches([
+        ("clip", {"min": 0, "max": 2}, [i, np.empty_like(i)]),
+        ("clip", {"min": None, "max": None}, [x, np.empty_like(x)]),
+        ("nn.leakyrelu", {"alpha": 0.1}, [i, np.empty_like(i)]),
+    ], compiled=False)
+    with pytest.raises(ValueError):  # store() refuses a broadcast result
+        run_both([("clip", {"min": 0.0, "max": 1.0}, [x, np.empty((2, 3), np.float32)]),
+                  ("add", {}, [x, x, np.empty_like(x)])])
