@@ -43,6 +43,10 @@ def _exiting() -> None:
     RUNNING[0] = False
 
 
+#: the ``chunk`` of a block over the caller's bytes (:meth:`Allocator.adopt`)
+ADOPTED = "adopted"
+
+
 class Allocation:
     """One allocated block of ``nbytes`` on a device, with a reference count."""
 
@@ -207,6 +211,27 @@ class Allocator:
                 self._owner = None
         return block
 
+    def adopt(self, buffer: Any) -> Allocation:
+        """A block over bytes the caller owns (``buffer``: a 1-D uint8 array), for
+        a NumPy input that the VM reads in place instead of copying: counted as
+        the copy was (``bytes_in_use``, ``peak_bytes``, an ``alloc`` event), but
+        never pooled, poisoned or given to the device when it is freed."""
+        nbytes = int(buffer.nbytes)
+        with self._lock:
+            self._owner = threading.get_ident()
+            try:
+                self.alloc_calls += 1
+                self.bytes_in_use += nbytes
+                if self.bytes_in_use > self.peak_bytes:
+                    self.peak_bytes = self.bytes_in_use
+                if self.on_event is not None:
+                    self.on_event("alloc", self.device, nbytes)
+                while self._deferred:
+                    self._free_locked(self._deferred.pop())
+            finally:
+                self._owner = None
+        return Allocation(buffer, nbytes, self, ADOPTED)
+
     def free(self, block: Allocation) -> None:
         """Takes a block back (called when its reference count reaches zero)."""
         if block.freed:
@@ -228,9 +253,10 @@ class Allocator:
             return
         block.freed = True
         self.bytes_in_use -= block.nbytes
-        if self.poison:
-            poison_buffer(block.buffer)
-        self._give_back(block)
+        if block.chunk is not ADOPTED:  # the caller's bytes stay as they are
+            if self.poison:
+                poison_buffer(block.buffer)
+            self._give_back(block)
         block.buffer = block.views = None
         if self.on_event is not None:
             self.on_event("free", self.device, block.nbytes)

@@ -182,6 +182,30 @@ def empty(
     return view(block, 0, shape, dtype)
 
 
+def adopt(host: np.ndarray, dev: Device, allocator: Allocator | None = None) -> NDArray | None:
+    """An NDArray over ``host``'s own bytes on a CPU device, or None where the
+    array cannot be read in place (not C-contiguous, misaligned, foreign byte
+    order, a subclass, a dtype hetvm does not know): then it is copied.
+
+    Why: the VM never writes its parameters (in-place rewrites only take the
+    function's own allocations, and a loop copies a parameter it carries), so
+    copying a NumPy input cost a call microseconds per input for nothing. A
+    result that would be those bytes is copied at return instead (see
+    ``vm._owned``): results never alias inputs."""
+    if dev.kind != "cpu" or type(host) is not np.ndarray:
+        return None
+    flags = host.flags
+    if not (flags.c_contiguous and flags.aligned) or not host.dtype.isnative:
+        return None
+    try:
+        np_dtype(host.dtype)
+    except HetvmRuntimeError:
+        return None
+    allocator = allocator if allocator is not None else default_allocator(dev)
+    buffer = host.reshape(-1).view(np.uint8) if host.size else np.empty(0, np.uint8)
+    return NDArray(host, dev, allocator.adopt(buffer), 0)
+
+
 def array(data: Any, dev: Device | None = None) -> NDArray:
     """A tensor on ``dev`` (default cpu:0) holding a copy of ``data``."""
     if isinstance(data, NDArray):

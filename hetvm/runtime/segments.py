@@ -18,14 +18,13 @@ NumPy kernel's, and the VM names that kernel's pc (``exc._hetvm_pc``).
 
 Numba compiles at the first call (seconds for a large stretch, logged under
 ``hetvm.codegen``); the machine code is kept on disk, so a later process loads
-it. Matrix products above :data:`MATMUL_LOOP_MAX` multiply-adds at the first
-call keep BLAS.
+it. An emitter may decline a call by its first call's size (a large matrix
+product keeps BLAS: ``segment_emit/linalg.py``).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -36,13 +35,9 @@ import numpy as np
 from ..kernels import codegen_numba
 from ..kernels.segment_emit import Arg, Arr, ArrList, Imm, Val, emitter
 
-__all__ = ["Slot", "SegmentCall", "Segment", "enabled", "MATMUL_LOOP_MAX"]
+__all__ = ["Slot", "SegmentCall", "Segment", "enabled"]
 
 log = logging.getLogger("hetvm.codegen")
-
-#: multiply-adds above which a matmul keeps BLAS (Numba's loop measured at
-#: 0.4-1.2x OpenBLAS's single-threaded time up to 16x128x512, 2.4x at 196x256x256)
-MATMUL_LOOP_MAX = 1 << 17
 
 #: a slot of a kernel argument: ("a", k) the segment's argument k (an array, or a
 #: value computed at run time: an int, float, bool or tuple of ints), ("l", (k, ...))
@@ -156,7 +151,7 @@ class Segment:
         for pos, (tag, value) in enumerate(call.slots):
             if tag == "a":
                 a = args[value]
-                spec = _value_spec(a) if not isinstance(a, np.ndarray) else Arr(str(a.dtype), a.ndim)
+                spec = _value_spec(a) if not isinstance(a, np.ndarray) else Arr(str(a.dtype), a.ndim, a.shape)
                 if spec is None or (isinstance(spec, Arr) and not _plain(a)):
                     return None
                 specs.append(spec)
@@ -165,17 +160,16 @@ class Segment:
                 items = [args[i] for i in value]
                 if not all(_plain(a) for a in items):
                     return None
-                specs.append(ArrList(tuple(Arr(str(a.dtype), a.ndim) for a in items)))
+                specs.append(ArrList(tuple(Arr(str(a.dtype), a.ndim, a.shape) for a in items)))
                 names.append([f"a{pos}_{j}" for j in range(len(items))])
             else:
                 specs.append(Imm(value))
                 names.append(None)
-        if call.op == "matmul" and len(specs) == 3 and not _small_matmul(args, call.slots):
-            return None
         try:
             return emit(call.attrs, specs, names)
-        except (ValueError, TypeError, KeyError) as err:  # an emitter refusing odd attrs
-            log.debug("segment emitter of '%s' declined: %s", call.op, err)
+        except Exception as err:  # noqa: BLE001 - an emitter's gap: the NumPy kernel is exact
+            log.warning("segment emitter of '%s' failed (%s: %s); the call runs its NumPy kernel",
+                        call.op, type(err).__name__, err)
             return None
 
     def _compile(self, stretch: list[tuple[int, list[str]]], args: tuple) -> tuple | None:
@@ -236,16 +230,6 @@ def _plain(a: Any) -> bool:
 
 _DTYPES = frozenset({"float32", "float64", "int8", "int16", "int32", "int64",
                      "uint8", "uint16", "uint32", "uint64", "bool"})  # fmt: skip
-
-
-def _small_matmul(args: tuple, slots: Sequence[Slot]) -> bool:
-    if any(s[0] != "a" for s in slots):
-        return False
-    a, b = args[slots[0][1]], args[slots[1][1]]
-    if a.ndim < 2 or b.ndim < 2:
-        return False
-    batch = math.prod(args[slots[2][1]].shape[:-2])
-    return batch * a.shape[-2] * a.shape[-1] * b.shape[-1] <= MATMUL_LOOP_MAX
 
 
 def _array_type(nb: Any, a: Any) -> Any:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import DeviceMismatchError, HetvmRuntimeError
 from .device import Device
-from .ndarray import NDArray, ShapeTuple, np_dtype
+from .ndarray import NDArray, ShapeTuple, adopt, np_dtype
 from .ndarray import array as nd_array
 from .shapes import ShapeBinder
 
@@ -106,7 +106,9 @@ def _check_tensor(value, info, binder, what, device_of, convert) -> NDArray:
                 f"{what} of function '{binder.func}': expected dtype {dtype}, given {host.dtype}"
             )
         _bind_shape(info, host.shape, binder, what)
-        out = nd_array(host, want_dev)
+        out = adopt(host, want_dev)  # read in place where it can be (never written)
+        if out is None:
+            out = nd_array(host, want_dev)
         out._killable = False
         return out
     if not value.alive:

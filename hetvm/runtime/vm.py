@@ -35,8 +35,8 @@ from .allocators import make_allocator
 from .bytecode import Call, Executable, KernelCall, debug_label, format_instruction
 from .codegen import CompiledFunction, TailCall, _registers_of, compile_function
 from .device import Device, device, get_api
-from .memory import Allocator
-from .ndarray import NDArray
+from .memory import ADOPTED, Allocator
+from .ndarray import NDArray, ShapeTuple
 from .shapes import ShapeBinder
 from .threads import ThreadBudget, check_threads
 from .values import check_value
@@ -156,6 +156,7 @@ class VirtualMachine:
             if self.trace:
                 self._tls.call = outer_trace
                 self._last_events = call.events
+        out = _owned(out)
         _seal(out)
         return out
 
@@ -342,6 +343,17 @@ def _read_registers(ins: Any) -> list[int]:
 
 def _int_or_zero(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _owned(value: Any) -> Any:
+    """``value`` with every tensor over an input's own bytes (a NumPy argument
+    read in place, ``ndarray.adopt``) replaced by a copy: results never alias
+    the caller's arrays."""
+    if value.__class__ is NDArray:
+        return value.copyto(value.device) if value.allocation.chunk is ADOPTED else value
+    if isinstance(value, tuple) and not isinstance(value, ShapeTuple):
+        return tuple(_owned(v) for v in value)
+    return value
 
 
 def _seal(value: Any) -> None:

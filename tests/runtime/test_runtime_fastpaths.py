@@ -343,3 +343,38 @@ def test_shape_errors_still_name_the_whole_shape():
     with pytest.raises(HetvmRuntimeError, match=r"expected n = 3 \(bound earlier\), given 4 "
                        r"\(shape \(n, 2\), given \(4, 2\)\)"):
         binder.bind_dims("x", [["var", "n"], 2], (4, 2))
+
+
+IDENTITY_AND_ADD = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")):
+        y = R.add(x, x)
+        return (x, y)
+"""
+
+
+def test_numpy_inputs_are_read_in_place_and_results_never_alias_them():
+    from hetvm.runtime.device import cpu
+    from hetvm.runtime.memory import ADOPTED
+    from hetvm.runtime.ndarray import adopt
+    from hetvm.script import from_source
+
+    vm = hetvm.VirtualMachine(hetvm.build(from_source(IDENTITY_AND_ADD)))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    before = x.copy()
+    same, doubled = vm["main"](x)
+    np.testing.assert_array_equal(doubled.numpy(), 2 * before)
+    np.testing.assert_array_equal(same.numpy(), before)
+    assert not np.shares_memory(same.numpy(), x)  # the returned parameter is a copy
+    np.testing.assert_array_equal(x, before)  # and the input was not written
+    strided = np.arange(12, dtype=np.float32).reshape(2, 6)[:, ::2]  # copied, not adopted
+    np.testing.assert_array_equal(vm["main"](strided)[1].numpy(), 2 * strided)
+    assert adopt(strided, cpu(0)) is None
+    assert adopt(x.astype(">f4"), cpu(0)) is None  # foreign byte order
+    held = adopt(x, cpu(0))
+    assert held.allocation.chunk is ADOPTED and np.shares_memory(held._data, x)
+    del held, same, doubled
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
+    np.testing.assert_array_equal(x, before)  # dropping them leaves the caller's bytes alone

@@ -24,7 +24,7 @@ dtypes from :data:`DTYPES`, never text from an input file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 __all__ = ["Arr", "ArrList", "Imm", "Val", "Arg", "Emitter", "register", "emitter", "DTYPES", "FLOATS", "INTS",
@@ -33,10 +33,14 @@ __all__ = ["Arr", "ArrList", "Imm", "Val", "Arg", "Emitter", "register", "emitte
 
 @dataclass(frozen=True)
 class Arr:
-    """An array argument: its dtype name and rank (its shape is the run's)."""
+    """An array argument: its dtype name and rank. ``shape`` is the first call's,
+    for an emitter's size rule only (declining a call that BLAS or a NumPy
+    kernel runs faster at that size): later calls may have other shapes, so
+    the body must not depend on it."""
 
     dtype: str
     ndim: int
+    shape: tuple[int, ...] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Segment body of ``matmul``: a loop nest, for the small products of the
 exported transformers (a few thousand multiply-adds, where BLAS's call costs
-more than the arithmetic). Which products keep BLAS is the segment's choice
-(``runtime/segments.py``, by size at the first call).
+more than the arithmetic). A product above :data:`LOOP_MAX` multiply-adds at
+the first call keeps BLAS.
 
 Covered: float operands of one dtype and rank >= 2, the output in that dtype;
 batch dimensions broadcast NumPy's way. The loop order (row, k, column) keeps
@@ -11,9 +11,14 @@ dtype in k order, as a BLAS kernel's do up to its blocking.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from . import FLOATS, Arg, Arr, Lines, register
+
+#: multiply-adds above which a matmul keeps BLAS (the loop measured at 0.4-1.2x
+#: OpenBLAS's single-threaded time up to 16x128x512, 2.4x at 196x256x256)
+LOOP_MAX = 1 << 17
 
 
 @register("matmul")
@@ -26,6 +31,8 @@ def _matmul(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | N
     if attrs.get("out_dtype") not in (None, out.dtype):
         return None
     if a.ndim < 2 or b.ndim < 2 or out.ndim != max(a.ndim, b.ndim):
+        return None
+    if out.shape is not None and a.shape is not None and math.prod(out.shape) * a.shape[-1] > LOOP_MAX:
         return None
     A, B, O = names
     nb = out.ndim - 2
