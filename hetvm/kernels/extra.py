@@ -101,7 +101,11 @@ def take_elements(xp: Any, data: Any, indices: Any, axis: int) -> Any:
         if d != axis and n > m:
             raise ValueError(f"indices shape {tuple(indices.shape)} exceeds data shape {tuple(data.shape)} on axis {d}")
     idx = indices.astype(xp.int64, copy=False)
-    idx = xp.where(idx < 0, idx + data.shape[axis], idx)
+    n = data.shape[axis]
+    idx = xp.where(idx < 0, idx + n, idx)
+    # checked here: take_along_axis would read an index in [-2n, -n) from the end again
+    if idx.size and bool(((idx < 0) | (idx >= n)).any()):
+        raise ValueError(f"an index of gather_elements is out of range for axis {axis} of {n} elements")
     cut = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx.shape))
     return xp.take_along_axis(data[cut], idx, axis=axis)
 
