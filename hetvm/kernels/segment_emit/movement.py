@@ -27,6 +27,7 @@ from . import (
     ArrList,
     Imm,
     Lines,
+    Val,
     broadcast_loop,
     index,
     literal,
@@ -308,7 +309,7 @@ def _strided_slice(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
         return None
     axes = attrs.get("axes")
     begin, end = attrs.get("begin"), attrs.get("end")
-    if not isinstance(axes, (list, tuple)) or not isinstance(begin, (list, tuple)) or not isinstance(end, (list, tuple)):
+    if not all(isinstance(v, (list, tuple)) for v in (axes, begin, end)):
         return None
     strides = attrs.get("strides") or (1,) * len(axes)
     bounds: dict[int, tuple[int, int, int]] = {}
@@ -420,9 +421,9 @@ def _gather_nd(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines 
     lead = [f"i{d}" for d in range(b + nk)]
     body: Lines = []
     for j in range(m):
-        body += [f"p{j} = np.int64({index(I, lead + [str(j)])})", f"if p{j} < -{D}.shape[{b + j}] or p{j} >= {D}.shape[{b + j}]:",
-                 "    raise ValueError('gather_nd: index out of range')", f"if p{j} < 0:",
-                 f"    p{j} += {D}.shape[{b + j}]"]  # fmt: skip
+        dim = f"{D}.shape[{b + j}]"
+        body += [f"p{j} = np.int64({index(I, lead + [str(j)])})", f"if p{j} < -{dim} or p{j} >= {dim}:",
+                 "    raise ValueError('gather_nd: index out of range')", f"if p{j} < 0:", f"    p{j} += {dim}"]  # fmt: skip
     r_at = [f"r{d}" for d in range(rest)]
     copy = [f"{index(O, lead + r_at)} = {index(D, lead[:b] + [f'p{j}' for j in range(m)] + r_at)}"]
     body += _loops_named(D, range(b + m, data.ndim), copy, "r")
@@ -453,6 +454,8 @@ def _full(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | Non
         if fill.dtype != out.dtype or fill.ndim > out.ndim:
             return None
         return broadcast_loop(O, out.ndim, [(names[1], fill.ndim)], lambda r: [f"{at} = {r[0]}"], "full")
+    if isinstance(fill, Val):
+        return _full_value(fill, names[1], out, O)
     if not isinstance(fill, Imm) or isinstance(fill.value, (str, bytes)) or out.dtype not in DTYPES:
         return None
     cell = np.empty((), out.dtype)
@@ -464,33 +467,80 @@ def _full(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | Non
     return _loops(O, out.ndim, [f"{at} = {_value_literal(cell.item(), out.dtype)}"])
 
 
+def _int_fits(name: str, dtype: str, op: str) -> Lines:
+    """Lines raising unless the int64 ``name`` fits ``dtype`` (NumPy refuses to
+    store a Python int that does not; a float takes any)."""
+    if dtype not in INTS or dtype == "int64":
+        return []
+    info = np.iinfo(dtype)
+    lo, hi = int(info.min), min(int(info.max), (1 << 63) - 1)
+    return _raise_unless(f"{lo} <= {name} <= {hi}", op, f"a value does not fit {dtype}")
+
+
+def _from_int(name: str, dtype: str) -> str:
+    """A Python int stored into ``dtype`` (a float through float64, as NumPy's
+    assignment and ``asarray`` convert it)."""
+    return f"np.{dtype}(np.float64({name}))" if dtype in FLOATS else f"np.{dtype}({name})"
+
+
+def _full_value(fill: Val, name: str, out: Arr, O: str) -> Lines | None:
+    """``full`` of a value known at run time, stored as NumPy's assignment does."""
+    at = index(O, [f"i{d}" for d in range(out.ndim)])
+    if fill.kind == "bool":
+        value = name if out.dtype == "bool" else f"np.{out.dtype}(1 if {name} else 0)"
+        return _loops(O, out.ndim, [f"{at} = {value}"])
+    if fill.kind == "int" and out.dtype in INTS | FLOATS:
+        return _int_fits(name, out.dtype, "full") + _loops(O, out.ndim, [f"{at} = {_from_int(name, out.dtype)}"])
+    if fill.kind == "float" and out.dtype in FLOATS:
+        return _loops(O, out.ndim, [f"{at} = np.{out.dtype}({name})"])
+    return None  # a float into integers or bools: NumPy's conversion rules, not repeated here
+
+
 @register("shape_to_tensor")
 def _shape_to_tensor(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
-    if len(args) != 2 or not isinstance(args[0], Imm) or not isinstance(args[1], Arr):
+    if len(args) != 2 or not isinstance(args[1], Arr):
         return None
-    shape, out = args[0].value, args[1]
-    if out.ndim != 1 or out.dtype not in (INTS | FLOATS) or not isinstance(shape, (list, tuple)):
+    shape, out, O = args[0], args[1], names[1]
+    if out.ndim != 1 or out.dtype not in (INTS | FLOATS):
         return None
-    dims = [_int(d) for d in shape]
+    if isinstance(shape, Val):  # known at run time: each dim converted, refused where it does not fit
+        if shape.kind != "shape":
+            return None
+        S = names[0]
+        lines = _raise_unless(f"{O}.shape[0] == {shape.length}", "shape_to_tensor", "output length is not the rank")
+        for k in range(shape.length):
+            lines += _int_fits(f"{S}[{k}]", out.dtype, "shape_to_tensor")
+            lines.append(f"{O}[{k}] = {_from_int(f'{S}[{k}]', out.dtype)}")
+        return lines
+    if not isinstance(shape, Imm) or not isinstance(shape.value, (list, tuple)):
+        return None
+    dims = [_int(d) for d in shape.value]
     if any(d is None for d in dims):
         return None
     try:
         values = np.asarray(dims, dtype=out.dtype)  # the kernel's conversion (out of range: it raises)
     except (OverflowError, ValueError):
         return None
-    O = names[1]
     lines = _raise_unless(f"{O}.shape[0] == {len(dims)}", "shape_to_tensor", "output length is not the rank")
     return lines + [f"{O}[{k}] = {_value_literal(v, out.dtype)}" for k, v in enumerate(values.tolist())]
 
 
 def _arange_operand(arg: Arg, name: Any) -> tuple[str, Any] | None:
-    """("int", value) or ("float", value) of an immediate, ("array", source) of a
-    rank-0 array (the kernel reads an array through ``float()``), None otherwise."""
+    """How the kernel reads one of arange's operands: ("int", value) an integer
+    immediate, ("float", value) a float one, ("int-val", source) / ("float-val",
+    source) a value known at run time, ("array", source) a rank-0 array (read
+    through ``float()``, so on the float path); None: not covered."""
     if isinstance(arg, Imm):
         if isinstance(arg.value, (bool, int, np.integer)):
             return "int", int(arg.value)
         if isinstance(arg.value, (float, np.floating)):
             return "float", float(arg.value)
+        return None
+    if isinstance(arg, Val):
+        if arg.kind in ("int", "bool"):
+            return "int-val", f"np.int64({name})"
+        if arg.kind == "float":
+            return "float-val", f"np.float64({name})"
         return None
     if isinstance(arg, Arr) and arg.ndim == 0:
         return "array", f"np.float64({name}[()])"
@@ -502,26 +552,33 @@ def _arange(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | N
     if len(args) != 4 or not isinstance(args[3], Arr) or args[3].ndim != 1:
         return None
     out, O = args[3], names[3]
-    start, step = _arange_operand(args[0], names[0]), _arange_operand(args[2], names[2])
-    end = args[1]
-    if start is None or step is None or end is None:
+    start, end, step = (_arange_operand(args[k], names[k]) for k in range(3))
+    if start is None or step is None:
         return None
     at = f"{O}[i]"
-    if start[0] == "int" and step[0] == "int" and isinstance(end, Imm) and _int(end.value) is not None:
-        lo, hi = -(1 << 63), (1 << 63) - 1
-        if not (lo <= start[1] <= hi and lo <= step[1] <= hi):
+    if all(v is not None and v[0] in ("int", "int-val") for v in (start, end, step)):
+        # the kernel's integer path: int64 start + step * i (wrapping), then cast
+        if any(v[0] == "int" and not -(1 << 63) <= v[1] < (1 << 63) for v in (start, step)):
             return None
-        lines = [f"s0 = np.int64({start[1]})", f"ds = np.int64({step[1]})"]
+        lines = [f"s0 = {_int_source(start)}", f"ds = {_int_source(step)}"]
         return lines + [f"for i in range({O}.shape[0]):", f"    {at} = {_cast('s0 + ds * np.int64(i)', out.dtype)}"]
     # the kernel's float path: float64 start + step * i, then cast
     if out.dtype not in FLOATS:
         return None  # a float to integer cast of a value not known here: NumPy's rules differ from LLVM's
-
-    def source(v: tuple[str, Any]) -> str:
-        return v[1] if v[0] == "array" else _value_literal(v[1], "float64")
-
-    lines = [f"s0 = {source(start)}", f"ds = {source(step)}"]
+    lines = [f"s0 = {_float_source(start)}", f"ds = {_float_source(step)}"]
     return lines + [f"for i in range({O}.shape[0]):", f"    {at} = np.{out.dtype}(s0 + ds * np.float64(i))"]
+
+
+def _int_source(v: tuple[str, Any]) -> str:
+    return f"np.int64({int(v[1])})" if v[0] == "int" else v[1]
+
+
+def _float_source(v: tuple[str, Any]) -> str:
+    if v[0] in ("int", "float"):
+        return _value_literal(float(v[1]), "float64")
+    if v[0] == "int-val":
+        return f"np.float64({v[1]})"
+    return v[1]
 
 
 # -- cumsum ------------------------------------------------------------------------

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from hetvm.errors import HetvmRuntimeError
+from hetvm.kernels.registry import bind_kernel
 from hetvm.kernels.segment_emit import Arr, ArrList, Imm, emitter
+from hetvm.runtime.segments import Segment, SegmentCall
 from hetvm.testing.segment_check import assert_segment_matches, compiled_calls, run_both
 
 pytest.importorskip("numba")
@@ -169,7 +171,8 @@ def test_gather_out_of_range_raises_the_kernels_error(numba_on):
     # gather_elements: -4 + 3 = -1 is not read from the end a second time
     for ge, nd, error in ((-4, 2, ValueError), (3, 2, ValueError), (0, -4, HetvmRuntimeError)):
         with pytest.raises(error):
-            seg(data, np.array([[0, ge]]), np.empty((1, 2), np.float32), np.array([[0, nd]]), np.empty((1,), np.float32))
+            seg(data, np.array([[0, ge]]), np.empty((1, 2), np.float32), np.array([[0, nd]]),
+                np.empty((1,), np.float32))
     seg(data, ok, np.empty((1, 2), np.float32), ok, np.empty((1,), np.float32))
 
 
@@ -205,8 +208,70 @@ def test_emitters_decline_what_their_kernels_refuse():
     assert emitter("concat")({"axis": 0}, [ArrList(()), f], [[], "a0"]) is None
     assert emitter("split")({"axis": 0, "indices_or_sections": 0}, [f], ["a0"]) is None
     assert emitter("split")({"axis": 0, "indices_or_sections": [1, 2]}, [f, f, f], ["a0", "a1", "a2"]) is None
-    assert emitter("strided_slice")({"axes": [0], "begin": [0], "end": [1], "strides": [0]}, [f, f], ["a0", "a1"]) is None
+    zero_stride = {"axes": [0], "begin": [0], "end": [1], "strides": [0]}
+    assert emitter("strided_slice")(zero_stride, [f, f], ["a0", "a1"]) is None
     assert emitter("full")({}, [Imm((2, 2)), Imm(2**40), Arr("int32", 2)], [None, None, "a0"]) is None
     assert emitter("shape_to_tensor")({}, [Imm((300,)), Arr("int8", 1)], [None, "a0"]) is None
     assert emitter("take")({"axis": 0}, [f, Arr("float64", 1), f], ["a0", "a1", "a2"]) is None  # float indices
     assert emitter("gather_elements")({"axis": 0}, [f, Arr("int64", 1), f], ["a0", "a1", "a2"]) is None
+
+
+class RunTime:
+    """A call argument the VM computes at run time (an int, float, bool or shape
+    tuple): passed to the segment as an argument, so its emitter sees a ``Val``."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _value_segment(calls):
+    """The segment of ``calls`` (arrays and :class:`RunTime` values as its
+    arguments, anything else an immediate) and its argument list."""
+    args, seg_calls = [], []
+    for pc, (op, attrs, call_args) in enumerate(calls):
+        slots = []
+        for a in call_args:
+            if isinstance(a, (np.ndarray, RunTime)):
+                slots.append(("a", len(args)))
+                args.append(a.value if isinstance(a, RunTime) else a)
+            else:
+                slots.append(("i", a))
+        seg_calls.append(SegmentCall(pc, op, attrs, bind_kernel(op, "cpu", np, dict(attrs)), tuple(slots)))
+    return Segment(seg_calls, len(args), "test"), args
+
+
+def test_values_known_at_run_time_are_read_as_the_kernels_read_them(numba_on):
+    def calls_for(start, step, dims, big, fill):
+        return [
+            ("arange", {}, [RunTime(start), RunTime(10), RunTime(step), np.empty((4,), np.int32)]),
+            ("arange", {}, [RunTime(float(start)), 10, RunTime(step), np.empty((4,), np.float32)]),
+            ("shape_to_tensor", {}, [RunTime(dims), np.empty((3,), np.int16)]),
+            ("shape_to_tensor", {}, [RunTime(big), np.empty((3,), np.float32)]),
+            ("full", {}, [RunTime(dims), RunTime(fill), np.empty((2, 3), np.int8)]),
+            ("full", {}, [RunTime(dims), RunTime(fill), np.empty((2, 3), np.float32)]),
+            ("full", {}, [RunTime(dims), RunTime(fill * 0.5), np.empty((3,), np.float64)]),
+            ("full", {}, [RunTime(dims), RunTime(fill > 0), np.empty((2,), np.float32)]),
+            ("broadcast_to", {}, [np.arange(3, dtype=np.int16), RunTime(dims), np.empty((2, 3), np.int16)]),
+        ]
+
+    def check(calls, seg=None):
+        seg_new, args = _value_segment(calls)
+        seg = seg or seg_new
+        got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        seg(*got)
+        want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        for call in seg.calls:
+            call.kernel(*[want[v] if t == "a" else v for t, v in call.slots])
+        for g, w in zip(got, want):
+            if isinstance(g, np.ndarray):
+                assert g.dtype == w.dtype
+                np.testing.assert_array_equal(g, w)
+        return seg
+
+    seg = check(calls_for(3, -2, (2, 3, 7), (0, 1, 2), 100))
+    assert compiled_calls(seg) == 9
+    # int64 wrapping, and a float32 rounded through float64 (NumPy's conversion of a Python int)
+    seg = check(calls_for(-(2**40), 2**62 + 3, (0, 1, 32767), (0, 1, (1 << 60) + (1 << 36) + 1), -128), seg)
+    # a value the output dtype cannot hold: the kernel's error
+    with pytest.raises(OverflowError):
+        check(calls_for(0, 1, (2, 3, 40000), (1, 2, 3), 1), seg)
