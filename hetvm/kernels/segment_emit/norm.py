@@ -138,6 +138,127 @@ def _layer_norm(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines
     return lines + _nest(outer, X, row)
 
 
+@register("nn.rms_norm")
+def _rms_norm(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
+    """The NumPy kernel's float64 arithmetic: ``x / sqrt(mean(x * x) + eps) * w``,
+    one rounding at the store."""
+    if not _arrays(args, 3):
+        return None
+    x, w, out = args
+    X, W, O = names
+    if x.dtype not in FLOATS or w.dtype not in FLOATS or out.dtype not in FLOATS or w.ndim != 1:  # type: ignore[union-attr]
+        return None
+    nd = x.ndim  # type: ignore[union-attr]
+    axes = _wrapped_axes(attrs.get("axes"), nd)
+    eps = attrs.get("epsilon")
+    if axes is None or out.ndim != nd or isinstance(eps, bool) or not isinstance(eps, (int, float)):  # type: ignore[union-attr]
+        return None
+    if not math.isfinite(float(eps)):
+        return None
+    at = index(X, _idx(nd))
+    flat = f"i{axes[0]}" if len(axes) == 1 else "j"
+    apply = [f"{index(O, _idx(nd))} = (np.float64({at}) / r) * np.float64({W}[{flat}])"]
+    if len(axes) > 1:
+        apply.append("j += 1")
+    row = ["squares = 0.0"] + _nest(axes, X, [f"v = np.float64({at})", "squares += v * v"])
+    row += [f"r = math.sqrt(squares / cols + {literal(float(eps))})"]
+    row += (["j = 0"] if len(axes) > 1 else []) + _nest(axes, X, apply)
+    lines = check_same_shape(X, O, nd, "nn.rms_norm")
+    lines.append("cols = " + " * ".join(f"{X}.shape[{d}]" for d in axes))
+    lines += [f"if {W}.shape[0] != cols:",
+              "    raise ValueError('nn.rms_norm: the weight does not have one value per normalised item')"]
+    return lines + _nest([d for d in range(nd) if d not in axes], X, row)
+
+
+def _wrapped_axes(raw: Any, ndim: int) -> tuple[int, ...] | None:
+    """Sorted axes wrapped as the norm kernels wrap them (``a % ndim``); None
+    for none, a repeated one (NumPy's error) or a rank-0 input."""
+    if ndim == 0 or not isinstance(raw, (list, tuple)) or not raw:
+        return None
+    if not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in raw):
+        return None
+    axes = tuple(int(a) % ndim for a in raw)
+    return tuple(sorted(axes)) if len(set(axes)) == len(axes) else None
+
+
+@register("nn.batch_norm")
+def _batch_norm(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
+    """Inference (``training`` false): the NumPy kernel's per-channel scale and
+    shift in the input's dtype (``1 / sqrt(var + eps) * gamma``, ``-mean * scale
+    + beta``), then ``x * scale + shift``; the moving statistics pass through.
+    Per-channel vectors of one value broadcast, as in the kernel."""
+    if len(args) < 6 or len(args) > 8 or not all(isinstance(a, Arr) for a in args) or attrs.get("training", False):
+        return None
+    x, gamma, beta, mean, var, out = args[:6]
+    X, G, B, M, V, O = names[:6]
+    dt = x.dtype  # type: ignore[union-attr]
+    if dt not in FLOATS or x.ndim == 0 or out.dtype != dt or out.ndim != x.ndim:  # type: ignore[union-attr]
+        return None
+    if any(v.dtype != dt or v.ndim != 1 for v in (gamma, beta, mean, var)):  # type: ignore[union-attr]
+        return None
+    stats = list(zip(args[6:], names[6:], (mean, var), (M, V)))
+    if any(o.dtype != v.dtype or o.ndim != 1 for o, _, v, _ in stats):  # type: ignore[union-attr]
+        return None
+    axis = attrs.get("axis", 1)
+    eps = attrs.get("epsilon", 1e-5)
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or isinstance(eps, bool):
+        return None
+    if not isinstance(eps, (int, float)) or not math.isfinite(float(eps)):
+        return None
+    nd = x.ndim  # type: ignore[union-attr]
+    axis = int(axis) % nd
+    scale, center = bool(attrs.get("scale", True)), bool(attrs.get("center", True))
+    lines = check_same_shape(X, O, nd, "nn.batch_norm") + [f"channels = {X}.shape[{axis}]"]
+    used = [(V, "var"), (M, "mean")] + ([(G, "gamma")] if scale else []) + ([(B, "beta")] if center else [])
+    for name, what in used:
+        lines += [f"if {name}.shape[0] != 1 and {name}.shape[0] != channels:",
+                  f"    raise ValueError('nn.batch_norm: {what} does not broadcast over the channels')",
+                  f"s{what} = 0 if {name}.shape[0] == 1 else 1"]
+    one, e = f"np.{dt}(1.0)", literal(float(eps), dt)
+    per = [f"sc = {one} / np.sqrt({V}[c * svar] + {e})"]
+    if scale:
+        per.append(f"sc = sc * {G}[c * sgamma]")
+    per.append(f"sh = -{M}[c * smean] * sc")
+    if center:
+        per.append(f"sh = sh + {B}[c * sbeta]")
+    at = _idx(nd, {axis: "c"})
+    body = per + _nest([d for d in range(nd) if d != axis], X, [f"{index(O, at)} = {index(X, at)} * sc + sh"])
+    lines += [f"for c in range({X}.shape[{axis}]):"] + ["    " + line for line in body]
+    for _, oname, _, vname in stats:  # moving statistics, stored as the kernel's store() does
+        lines += [f"if {oname}.shape[0] != {vname}.shape[0]:",
+                  "    raise ValueError('nn.batch_norm: a statistics output has the wrong shape')",
+                  f"for c in range({vname}.shape[0]):", f"    {oname}[c] = {vname}[c]"]
+    return lines
+
+
+@register("nn.scale_shift_act")
+def _scale_shift_act(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
+    """``act(x * scale[c] + shift[c])`` with ``c`` on axis 1, in the input's
+    float dtype (the kernel's skipped multiply by ones or add of zeros changes
+    no value)."""
+    if not _arrays(args, 4):
+        return None
+    x, scale, shift, out = args
+    X, S, T, O = names
+    act = attrs.get("activation", "none")
+    if act not in ("none", "relu") or x.dtype not in FLOATS or x.ndim < 2:  # type: ignore[union-attr]
+        return None
+    if any(a.dtype != x.dtype for a in (scale, shift, out)) or scale.ndim != 1 or shift.ndim != 1:  # type: ignore[union-attr]
+        return None
+    nd = x.ndim  # type: ignore[union-attr]
+    if out.ndim != nd:  # type: ignore[union-attr]
+        return None
+    lines = check_same_shape(X, O, nd, "nn.scale_shift_act")
+    lines += [f"if {S}.shape[0] != {X}.shape[1] or {T}.shape[0] != {X}.shape[1]:",
+              "    raise ValueError('nn.scale_shift_act: scale and shift need one value per channel (axis 1)')"]
+    at = _idx(nd, {1: "c"})
+    value = f"{index(X, at)} * sc + sh"
+    if act == "relu":
+        value = f"np.maximum({value}, np.{x.dtype}(0))"  # type: ignore[union-attr]
+    body = [f"sc = {S}[c]", f"sh = {T}[c]"] + _nest([d for d in range(nd) if d != 1], X, [f"{index(O, at)} = {value}"])
+    return lines + [f"for c in range({X}.shape[1]):"] + ["    " + line for line in body]
+
+
 # -- softmax ----------------------------------------------------------------------
 def _softmax_axis(attrs: dict, args: Sequence[Arg]) -> int | None:
     if not _arrays(args, 2):

@@ -186,3 +186,41 @@ def test_clip_and_leakyrelu_decline_integers_and_shapes_the_kernel_refuses(numba
     with pytest.raises(ValueError):  # store() refuses a broadcast result
         run_both([("clip", {"min": 0.0, "max": 1.0}, [x, np.empty((2, 3), np.float32)]),
                   ("add", {}, [x, x, np.empty_like(x)])])
+
+
+def test_rms_norm_batch_norm_and_scale_shift_act_match_their_numpy_kernels(numba_on):
+    x = _f((2, 3, 4, 5))
+    x[0, 1, 2, 3] = np.nan
+    x[1, 0, 0, 0] = -np.inf
+    wide = _f((3, 6), np.float64, 1)
+    pos = np.abs(_f(3, seed=2)) + 0.5
+    bn = {"axis": 1, "epsilon": 1e-5, "center": True, "scale": True, "training": False}
+    assert_segment_matches([
+        ("nn.rms_norm", {"axes": [-1], "epsilon": 1e-6}, [x, _f(5, seed=3), np.empty_like(x)]),
+        ("nn.rms_norm", {"axes": [0, 1], "epsilon": 1e-6}, [wide, _f(18, np.float64), np.empty(wide.shape, np.float32)]),
+        ("nn.batch_norm", bn, [x, _f(3, seed=4), _f(3, seed=5), _f(3, seed=6), pos, np.empty_like(x),
+                               np.empty(3, np.float32), np.empty(3, np.float32)]),
+        ("nn.batch_norm", {**bn, "axis": -1, "center": False}, [wide, _f(6, np.float64), _f(6, np.float64),
+                                                                _f(1, np.float64), np.ones(6), np.empty_like(wide)]),
+        ("nn.scale_shift_act", {"activation": "relu"}, [x, _f(3, seed=7), _f(3, seed=8), np.empty_like(x)]),
+        ("nn.scale_shift_act", {"activation": "none"}, [wide[:, ::3], _f(2, np.float64), _f(2, np.float64),
+                                                        np.empty((3, 2))]),  # a strided view
+    ], **F32)
+
+
+def test_batch_norm_training_and_mixed_dtypes_keep_their_numpy_kernels(numba_on):
+    x = _f((2, 3, 4))
+    v = np.abs(_f(3)) + 0.5
+    bn = {"axis": 1, "epsilon": 1e-5, "training": False}
+    assert_segment_matches([
+        ("nn.batch_norm", {**bn, "training": True, "momentum": 0.1}, [x, v, v, v, v, np.empty_like(x)]),
+        ("nn.batch_norm", bn, [x, v.astype(np.float64), v, v, v, np.empty_like(x)]),
+        ("nn.scale_shift_act", {"activation": "relu"}, [x.astype(np.int32), np.ones(3, np.int32),
+                                                        np.zeros(3, np.int32), np.empty((2, 3, 4), np.int32)]),
+        ("nn.rms_norm", {"axes": [2], "epsilon": 1e-6}, [x.astype(np.int64), _f(4), np.empty_like(x)]),
+    ], compiled=False)
+    seg = assert_segment_matches([("nn.scale_shift_act", {}, [x, v, v, np.empty_like(x)]),
+                                  ("nn.rms_norm", {"axes": [2], "epsilon": 1e-6}, [x, _f(4), np.empty_like(x)])], **F32)
+    fn, _ = _compiled_fn(seg)
+    with pytest.raises(ValueError, match="nn.scale_shift_act: scale and shift"):
+        fn(x, _f(2), np.empty_like(x), _f(4), np.empty_like(x))
