@@ -187,7 +187,10 @@ class Segment:
         try:
             kernels = [codegen_numba._load(_kernel_source(lines, _params(self.calls[k].slots))).__name__
                        for k, lines in stretch]
-            mod = codegen_numba._load(_segment_source(self.calls, stretch, kernels, used))
+            # the argument types are part of the text: a module (and its dispatcher,
+            # whose compiling stops below) serves exactly one signature
+            types = ", ".join(str(t) for t in sig)
+            mod = codegen_numba._load(_segment_source(self.calls, stretch, kernels, used) + f"# types: {types}\n")
             fn = mod.segment
             fn.compile(sig)
             fn.disable_compile()
