@@ -105,7 +105,7 @@ def _ensure_loaded() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from . import elementwise, linalg, movement, norm  # noqa: F401  (register emitters)
+        from . import conv, elementwise, linalg, movement, norm  # noqa: F401  (register emitters)
 
 
 def literal(value: Any, dtype: str | None = None) -> str:
