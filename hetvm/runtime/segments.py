@@ -192,8 +192,9 @@ class Segment:
             types = ", ".join(str(t) for t in sig)
             mod = codegen_numba._load(_segment_source(self.calls, stretch, kernels, used) + f"# types: {types}\n")
             fn = mod.segment
-            fn.compile(sig)
-            fn.disable_compile()
+            if fn._can_compile:  # else another segment of this text compiled it already
+                fn.compile(sig)
+                fn.disable_compile()
         except Exception as err:  # noqa: BLE001 - a compiler gap: the NumPy kernels are exact
             log.warning("segment of %d kernels (%s) failed to compile (%s); using the NumPy kernels",
                         len(stretch), self.where, str(err).splitlines()[0] if str(err) else type(err).__name__)

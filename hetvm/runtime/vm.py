@@ -72,7 +72,8 @@ class VirtualMachine:
         for dev in self.exe_devices:
             if dev not in self._allocators:
                 alloc = make_allocator(allocator, dev, poison=self.poison, **(pool_options or {}))
-                alloc.on_event = self._alloc_event
+                if self.trace:  # events are the trace's (_tls.call is set only then)
+                    alloc.on_event = self._alloc_event
                 self._allocators[dev] = alloc
         self.allocators_by_index = [self._allocators[d] for d in self.exe_devices]
         self.state = VMState(exe, self.exe_devices, self.allocators_by_index, self._enter,

@@ -80,25 +80,23 @@ def test_without_numba_the_same_program_calls_its_kernels_one_by_one(monkeypatch
 
 
 def test_arguments_of_other_types_than_the_first_calls_run_the_numpy_kernels(numba_on):
-    vm = _vm()
+    from hetvm.testing.segment_check import run_both
+
     rng = np.random.default_rng(1)
     x = rng.standard_normal((3, 4)).astype(F32)
-    y = rng.standard_normal(4).astype(F32)
     w = rng.standard_normal((4, 3)).astype(F32)
-    vm["main"](x, y, w)
-    (seg,) = _segments(vm)
-    strided = np.asfortranarray(rng.standard_normal((3, 4)).astype(F32))  # another layout
-    calls = []
+    _, _, seg = run_both([("exp", {}, [x, np.empty((3, 4), F32)]),
+                          ("matmul", {}, [x, w, np.empty((3, 3), F32)])])  # fmt: skip
+    assert [p[0] for p in seg.pieces] == ["g"]
+    ran = []
     for call in seg.calls:
-        real = call.kernel
-
-        def counted(*a, _real=real, _op=call.op):
-            calls.append(_op)
-            return _real(*a)
-
-        call.kernel = counted
-    np.testing.assert_allclose(vm["main"](strided, y, w).numpy(), _want(strided, y, w), rtol=1e-5)
-    assert calls == [c.op for c in seg.calls]  # every kernel ran through NumPy, in order
+        call.kernel = (lambda real, op: lambda *a: (ran.append(op), real(*a)))(call.kernel, call.op)
+    strided = np.asfortranarray(x)  # another memory layout than the first call's
+    outs = [np.empty((3, 4), F32), np.empty((3, 3), F32)]
+    seg(strided, outs[0], w, outs[1])
+    assert ran == ["exp", "matmul"]  # both ran through NumPy, in order
+    np.testing.assert_allclose(outs[0], np.exp(x), rtol=1e-6)
+    np.testing.assert_allclose(outs[1], x @ w, rtol=1e-5)
 
 
 def test_an_error_inside_a_segment_names_the_failing_kernels_pc(numba_on):
@@ -118,3 +116,14 @@ class Module:
     with pytest.raises(hetvm.HetvmRuntimeError, match="take") as info:
         vm["main"](x, np.array([7, 0]))
     assert "pc " in str(info.value)
+
+
+def test_two_segments_of_the_same_text_and_types_share_one_compiled_function(numba_on):
+    from hetvm.testing.segment_check import run_both
+
+    x = np.ones((2, 3), np.float32)
+    calls = [("add", {}, [x, x, np.empty((2, 3), np.float32)]), ("exp", {}, [x, np.empty((2, 3), np.float32)])]
+    _, _, first = run_both(calls)
+    _, _, second = run_both(calls)
+    assert [p[0] for p in first.pieces] == [p[0] for p in second.pieces] == ["g"]
+    assert first.pieces[0][1] is second.pieces[0][1]

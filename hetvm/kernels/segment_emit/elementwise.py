@@ -62,9 +62,13 @@ for _op in _ONE_STEP:
 
 @register("astype")
 def _astype(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
-    if len(args) != 2 or not isinstance(args[-1], Arr) or attrs.get("dtype") != args[-1].dtype:
+    if len(args) != 2 or not all(isinstance(a, Arr) for a in args) or attrs.get("dtype") != args[-1].dtype:
         return None
-    return _program_lines((("astype", args[-1].dtype, "x0"),), args, names, "astype")
+    x, out = args  # type: ignore[misc]
+    if out.dtype == "bool":  # NumPy's cast to bool: nonzero (NaN included) is True
+        at = index(names[1], [f"i{d}" for d in range(out.ndim)])
+        return broadcast_loop(names[1], out.ndim, [(names[0], x.ndim)], lambda r: [f"{at} = {r[0]} != 0"], "astype")
+    return _program_lines((("astype", out.dtype, "x0"),), args, names, "astype")
 
 
 @register("fused_elementwise")

@@ -56,3 +56,15 @@ def test_matmul_of_mixed_dtypes_keeps_its_numpy_kernel(numba_on):
     a = np.ones((2, 3), np.float32)
     b = np.ones((3, 2), np.float64)
     assert_segment_matches([("matmul", {}, [a, b, np.empty((2, 2), np.float64)])], compiled=False)
+
+
+def test_casts_to_bool_and_between_numbers_match_numpy(numba_on):
+    x = np.array([0.0, -0.0, 1.5, np.nan, np.inf], np.float32)
+    i = np.array([0, 3, -2, 7, 0], np.int64)
+    assert_segment_matches([
+        ("astype", {"dtype": "bool"}, [x, np.empty(5, bool)]),
+        ("astype", {"dtype": "bool"}, [i, np.empty(5, bool)]),
+        ("astype", {"dtype": "float32"}, [i, np.empty(5, np.float32)]),
+    ])
+    # float to integer is left to NumPy (NaN and out-of-range values have no safe scalar cast)
+    assert_segment_matches([("astype", {"dtype": "int64"}, [x, np.empty(5, np.int64)])], compiled=False)
