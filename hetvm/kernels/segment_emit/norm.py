@@ -1,5 +1,5 @@
 """Segment bodies of normalisations, softmax, reductions and the element-wise
-ops with parameters (``clip``, ``nn.leakyrelu``).
+ops with parameters (``clip``, ``nn.leakyrelu``); ``nn.group_norm`` has none.
 
 Why: after the element-wise ops and small matmuls compiled, a transformer's
 segments were still split at every ``nn.layer_norm`` and ``nn.softmax`` (and
@@ -13,6 +13,9 @@ Arithmetic, op by op (the NumPy kernels in ``hetvm/kernels`` are the reference):
   kernel runs for small rows with Numba on): two passes, sums in float64, the
   scale and shift applied in float64, one rounding at the store. Larger rows'
   NumPy passes sum in the input's dtype: results agree within its rounding.
+* ``nn.rms_norm``: the NumPy kernel's float64 throughout; inference
+  ``nn.batch_norm`` and ``nn.scale_shift_act``: per-channel scale and shift in
+  the input's dtype, rounded where the NumPy kernel rounds.
 * ``nn.softmax``: the direct loop again (NaN-propagating max, exps in the
   input's dtype, their sum in float64); ``nn.log_softmax`` the same sum, then
   ``(x - max) - log(sum)`` in the input's dtype, as the NumPy passes.
@@ -27,8 +30,10 @@ Declined (the call keeps its NumPy kernel): float16, an output dtype other
 than the NumPy kernel's result dtype (float inputs) or an integer one
 (integer sums and products, which wrap alike), axes NumPy would refuse (out of
 range, repeated), parameters given as something other than 1-D arrays of the
-input's dtype, and a 0-d result written into an output of another rank (which
-the NumPy kernel broadcasts).
+input's dtype, a 0-d result written into an output of another rank (which
+the NumPy kernel broadcasts), and inputs above :data:`SOFTMAX_MAX` /
+:data:`NORM_MAX` / :data:`REDUCE_MAX` elements at the first call, where
+NumPy's vectorised passes are faster.
 """
 
 from __future__ import annotations
@@ -41,6 +46,17 @@ import numpy as np
 from . import FLOATS, INTS, Arg, Arr, Lines, check_same_shape, index, literal, register
 from .elementwise import _program_lines
 
+#: the most input elements (at the segment's first call) each body is used for:
+#: above them NumPy's SIMD passes beat the scalar loops by more than the cost of
+#: splitting the segment. Measured one thread, CPU time, float32, last axis, a
+#: one-call segment / the NumPy kernel: softmax (1, 4, 32, 32) 14 / 15 us,
+#: (1, 4, 64, 64) 64 / 51; layer norm (1, 64, 256) 24 / 27, (1, 64, 512) 47 / 42;
+#: mean (1, 16, 256) 2.3 / 5.6, (1, 64, 256) 8.5 / 7.8, (1, 64, 512) 18 / 10
+#: (float64 sums do not vectorise)
+SOFTMAX_MAX = 8192
+NORM_MAX = 24576
+REDUCE_MAX = 16384
+
 _SIGNED = frozenset({"int8", "int16", "int32", "int64"})
 _UNSIGNED = frozenset({"uint8", "uint16", "uint32", "uint64"})
 
@@ -48,6 +64,11 @@ _UNSIGNED = frozenset({"uint8", "uint16", "uint32", "uint64"})
 # -- helpers ----------------------------------------------------------------------
 def _arrays(args: Sequence[Arg], n: int) -> bool:
     return len(args) == n and all(isinstance(a, Arr) for a in args)
+
+
+def _small(a: Arg, limit: int) -> bool:
+    """Whether ``a`` had at most ``limit`` elements at the first call (unknown: yes)."""
+    return not isinstance(a, Arr) or a.shape is None or math.prod(a.shape) <= limit
 
 
 def _numpy_axes(raw: Any, ndim: int) -> tuple[int, ...] | None:
@@ -94,7 +115,7 @@ def _layer_norm(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines
         return None
     x, gamma, beta, out = args
     X, G, B, O = names
-    if x.dtype not in FLOATS or out.dtype != x.dtype or x.ndim == 0 or out.ndim != x.ndim:  # type: ignore[union-attr]
+    if x.dtype not in FLOATS or out.dtype != x.dtype or x.ndim == 0 or out.ndim != x.ndim or not _small(x, NORM_MAX):  # type: ignore[union-attr]
         return None
     nd = x.ndim  # type: ignore[union-attr]
     raw = attrs.get("axes", (-1,))
@@ -147,6 +168,8 @@ def _rms_norm(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines |
     x, w, out = args
     X, W, O = names
     if x.dtype not in FLOATS or w.dtype not in FLOATS or out.dtype not in FLOATS or w.ndim != 1:  # type: ignore[union-attr]
+        return None
+    if not _small(x, NORM_MAX):
         return None
     nd = x.ndim  # type: ignore[union-attr]
     axes = _wrapped_axes(attrs.get("axes"), nd)
@@ -266,6 +289,8 @@ def _softmax_axis(attrs: dict, args: Sequence[Arg]) -> int | None:
     x, out = args
     if x.dtype not in FLOATS or out.dtype != x.dtype or x.ndim == 0 or out.ndim != x.ndim:  # type: ignore[union-attr]
         return None
+    if not _small(x, SOFTMAX_MAX):
+        return None
     axis = attrs.get("axis", -1)
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -x.ndim <= int(axis) < x.ndim:  # type: ignore[union-attr]
         return None
@@ -365,7 +390,7 @@ def _reduction(op: str) -> None:
         nd = x.ndim  # type: ignore[union-attr]
         keep = bool(attrs.get("keepdims", False))
         axes = _numpy_axes(attrs.get("axis"), nd)
-        if axes is None or x.dtype not in FLOATS | INTS | {"bool"}:  # type: ignore[union-attr]
+        if axes is None or x.dtype not in FLOATS | INTS | {"bool"} or not _small(x, REDUCE_MAX):  # type: ignore[union-attr]
             return None
         if out.ndim != (nd if keep else nd - len(axes)):  # type: ignore[union-attr]
             return None

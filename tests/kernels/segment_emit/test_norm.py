@@ -224,3 +224,15 @@ def test_batch_norm_training_and_mixed_dtypes_keep_their_numpy_kernels(numba_on)
     fn, _ = _compiled_fn(seg)
     with pytest.raises(ValueError, match="nn.scale_shift_act: scale and shift"):
         fn(x, _f(2), np.empty_like(x), _f(4), np.empty_like(x))
+
+
+def test_large_inputs_keep_the_numpy_kernels_whose_vectorised_passes_are_faster(numba_on):
+    from hetvm.kernels.segment_emit import norm
+
+    x = _f((2, norm.NORM_MAX // 2 + 1))
+    s = _f((1, norm.SOFTMAX_MAX + 1))
+    assert_segment_matches([
+        _ln(x, _f(x.shape[1]), _f(x.shape[1]), [1]),
+        _sm("nn.softmax", s, -1),
+        _red("mean", _f(norm.REDUCE_MAX + 1), [0], False),
+    ], compiled=False)
