@@ -49,6 +49,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..runtime.threads import numba_parallel_ok
 from .fused_program import STEP_OPS, NumpyRunner, check_broadcast, parse_ref
 
 __all__ = ["available", "mode", "prefers_generated", "LIBM_BOUND", "LIBM_SMALL", "generated_kernel", "covers",
@@ -413,7 +414,7 @@ class _Kernel:
         dst = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         flat = dst.reshape(merged)
         try:
-            if out.size >= PARALLEL_MIN and _PARALLEL_LOCK.acquire(blocking=False):
+            if out.size >= PARALLEL_MIN and numba_parallel_ok() and _PARALLEL_LOCK.acquire(blocking=False):
                 try:
                     mod.parallel(*views, flat)
                 finally:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..runtime.threads import blas_product
 from .common import as_ints, store
 from .registry import register_kernel
 from .scratch import scratch
@@ -84,6 +85,7 @@ def _transpose2d(xp: Any, attrs: dict, data: Any, weight: Any, out: Any, op: str
     spans_w = [_span(j * dilation[1], w, strides[1], pads[1], ow) for j in range(kw)]
     per_image = o * kh * kw * h * w * acc.itemsize
     block = max(1, min(n, _COLS_BYTES // max(1, per_image)))
+    blas_product(og * kh * kw * cg * h * w)  # per (image, group): one BLAS call each
     for b0 in range(0, n, block):
         nb = min(block, n - b0)
         cols = scratch(xp, "cols", (nb, groups, og * kh * kw, h * w), acc)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ..runtime.threads import blas_product
 from .scratch import scratch
 from .views import flat_with_margins, padded, strided, zero_wrapped
 
@@ -86,6 +87,7 @@ def depthwise(xp: Any, x: Any, weight: Any, dst: Any, groups: int, strides: tupl
         out = dst.reshape(n, groups, og, length)  # a view: dst is C-contiguous
     block = max(1, min(groups, _DEPTHWISE_COLS_BYTES // max(1, n * k * length * item)))
     buf = scratch(xp, "cols", (n * block * k * length,), x.dtype)
+    blas_product(og * k * length)  # per (image, channel): one BLAS call each
     for g0 in range(0, groups, block):
         g1 = min(groups, g0 + block)
         windows_ = view[:, g0:g1]
@@ -122,6 +124,7 @@ def depthwise_same(xp: Any, x: Any, weight: Any, dst: Any, groups: int, dilation
     block = max(1, min(groups, _DEPTHWISE_COLS_BYTES // max(1, n * k * length * item)))
     buf = scratch(xp, "cols", (n * block * k * length,), x.dtype)
     out = dst.reshape(n, groups, og, length)  # a view: dst is C-contiguous
+    blas_product(og * k * length)  # per (image, channel): one BLAS call each
     for g0 in range(0, groups, block):
         g1 = min(groups, g0 + block)
         cols = buf[: n * (g1 - g0) * k * length].reshape(n, g1 - g0, kh, kw, length)
@@ -201,6 +204,7 @@ def _by_phase(xp: Any, x: Any, weight: Any, dst: Any, groups: int, strides: tupl
     taps = weight.reshape(groups, og, k)
     out = dst.reshape(n, groups, og, length)  # a view: dst is C-contiguous
     row_groups, col_groups = _progressions(plan.rows), _progressions(plan.cols)
+    blas_product(og * k * length)  # per (image, channel): one BLAS call each
     for g0 in range(0, groups, block):
         g1 = min(groups, g0 + block)
         m = g1 - g0

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..runtime.threads import numba_parallel_ok
 from . import codegen_numba
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -93,7 +94,8 @@ def run(data: Any, weight: Any, out: Any, strides: tuple[int, int], dilation: tu
     args = (x, taps, b, dst, o // c, s0, s1, d0, d1, pt, pl, hp, wp, bias is not None, bool(relu))
     numba = codegen_numba._numba
     lock = codegen_numba._PARALLEL_LOCK
-    if out.size >= PARALLEL_MIN and numba.get_num_threads() > 1 and lock.acquire(blocking=False):
+    if (out.size >= PARALLEL_MIN and numba_parallel_ok() and numba.get_num_threads() > 1
+            and lock.acquire(blocking=False)):  # fmt: skip
         try:
             jit.parallel(*args)
         finally:

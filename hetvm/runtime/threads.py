@@ -17,6 +17,25 @@ imported (no generated kernel can run otherwise).
 Calls from several threads at once: the BLAS setting is one per process, so
 the first call in applies its budget and the last one out restores it (a
 count under a lock); calls that overlap run under the first one's BLAS budget.
+
+Inside a budget the two pools also take turns (:func:`blas_product`,
+:func:`numba_parallel_ok`). Why: capping each pool at ``n`` is not enough
+when both run in one call. OpenBLAS's worker threads keep polling for work
+for about 0.1 s after a multi-threaded product (``OPENBLAS_THREAD_TIMEOUT``,
+2^28 cycles by default), and libgomp's (Numba's ``omp`` layer) spin for
+milliseconds after a parallel loop without yielding. On two cores, a
+parallel loop run while OpenBLAS's worker polls, or a product while a
+libgomp worker spins, waits for the scheduler's time slices: measured at
+two threads (wall, min of interleaved runs), ShuffleNet 7.2 ms a call
+against 4.6 at one thread, its 112x56x56 -> 28x28 depthwise layer 1.7 ms
+against 0.4. So the pools take turns: a product of at least
+:data:`BLAS_PARALLEL_MIN` multiply-adds wakes the BLAS pool and for
+:data:`BLAS_AWAKE_S` after it every product gets the budget's BLAS threads
+and Numba's loops run serial; while the pool sleeps, smaller products run on
+one BLAS thread (a small product gains tens of microseconds from a second
+thread, and waking the pool would hold Numba's loops back) and Numba's
+loops run in parallel. A model of small convolutions (ShuffleNet) keeps
+BLAS asleep, one of large products (ResNet) keeps it awake.
 """
 
 from __future__ import annotations
@@ -24,11 +43,13 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 from typing import Any
 
 from ..errors import HetvmRuntimeError
 
-__all__ = ["ThreadBudget", "check_threads", "blas_control"]
+__all__ = ["ThreadBudget", "check_threads", "blas_control", "blas_product", "numba_parallel_ok",
+           "BLAS_PARALLEL_MIN", "BLAS_AWAKE_S"]
 
 log = logging.getLogger("hetvm.threads")
 
@@ -36,6 +57,17 @@ _LOCK = threading.Lock()
 _no_threadpoolctl_logged = False
 _active = 0  # calls inside a budget now (any thread)
 _saved: list[tuple[Any, int]] = []  # (BLAS library, threads it had) while active
+
+#: multiply-adds (M*N*K) from which a product under a budget gets all of the
+#: budget's BLAS threads; smaller ones run on one (see the module docstring)
+BLAS_PARALLEL_MIN = 1 << 24
+#: seconds the BLAS pool is taken to stay awake after a multi-threaded product
+#: (OpenBLAS's default poll before its threads sleep)
+BLAS_AWAKE_S = 0.1
+
+_budget_threads = 0  # the BLAS threads of the budget applied now (0: none applied)
+_blas_now = 0  # the BLAS threads set now inside that budget
+_blas_awake_until = 0.0  # perf_counter() until which the BLAS pool is taken to poll
 
 
 def check_threads(threads: Any, where: str = "threads") -> int | None:
@@ -83,23 +115,25 @@ class ThreadBudget:
 
     def apply(self) -> int | None:
         """Caps the pools; returns what :meth:`restore` needs."""
-        global _active
+        global _active, _budget_threads, _blas_now
         with _LOCK:
             if _active == 0:
                 _saved[:] = [(lib, lib.num_threads) for lib in self._libs]
                 for lib, had in _saved:
                     if had != self.threads:
                         lib.set_num_threads(self.threads)
+                _budget_threads = _blas_now = self.threads
             _active += 1
         return _numba_enter(self.threads)
 
     def restore(self, token: int | None) -> None:
         """Puts back what :meth:`apply` changed (BLAS: when the last call leaves)."""
-        global _active
+        global _active, _budget_threads, _blas_now
         _numba_exit(token)
         with _LOCK:
             _active -= 1
             if _active == 0:
+                _budget_threads = _blas_now = 0
                 for lib, had in _saved:
                     if lib.num_threads != had:
                         lib.set_num_threads(had)
@@ -115,6 +149,40 @@ class ThreadBudget:
 
     def __repr__(self) -> str:
         return f"ThreadBudget({self.threads})"
+
+
+def blas_product(macs: int) -> None:
+    """Called by a kernel before a matrix product of ``macs`` multiply-adds:
+    inside a budget, gives it the budget's BLAS threads if it has at least
+    :data:`BLAS_PARALLEL_MIN` or the pool is awake anyway (a product since
+    :data:`BLAS_AWAKE_S` ago), else one thread, so that small products leave
+    the pool asleep for Numba's loops (a library call only when the setting
+    changes). Outside a budget it does nothing: the pools are the process's.
+
+    Calls overlapping from several threads share the one BLAS setting, so a
+    product may run with the other call's choice: slower or faster, never wrong."""
+    global _blas_now, _blas_awake_until
+    budget = _budget_threads
+    if budget <= 1:
+        return
+    now = time.perf_counter()
+    want = budget if macs >= BLAS_PARALLEL_MIN or now < _blas_awake_until else 1
+    if want > 1:
+        _blas_awake_until = now + BLAS_AWAKE_S
+    if want != _blas_now:
+        with _LOCK:
+            if _budget_threads > 1:  # still inside the budget
+                for lib, _ in _saved:  # none without threadpoolctl: BLAS as the process set it
+                    lib.set_num_threads(want)
+                _blas_now = want
+
+
+def numba_parallel_ok() -> bool:
+    """Whether a Numba kernel may enter its parallel loop now: not inside a
+    budget while the BLAS pool may still poll after a multi-threaded product
+    (see the module docstring). The kernel still checks its own size
+    threshold and Numba's thread count."""
+    return _budget_threads <= 1 or time.perf_counter() >= _blas_awake_until
 
 
 def _numba_enter(threads: int) -> int | None:

@@ -66,3 +66,34 @@ def test_one_generates_every_covered_program_and_zero_none(numba_mode, monkeypat
     numba_mode("0")
     assert not cg.available()
     assert cg.generated_kernel(np, ARITH) is None
+
+
+def test_large_outputs_stay_serial_while_the_blas_pool_is_awake(monkeypatch, numba_on):
+    """Under a budget of 2, after a product that woke BLAS's threads the serial
+    variant runs even for a large output (see hetvm/runtime/threads.py)."""
+    pytest.importorskip("numba")
+    from hetvm.runtime import threads
+
+    k = cg.generated_kernel(np, (("add", F32, "x0", "x1"),))
+    taken = []
+
+    class Recorder:  # stands in for the compiled module: which variant ran
+        def serial(self, a, b, out):
+            taken.append("serial")
+            np.add(a, b, out=out)
+
+        def parallel(self, a, b, out):
+            taken.append("parallel")
+            np.add(a, b, out=out)
+
+    n = cg.PARALLEL_MIN
+    monkeypatch.setattr(k, "plan", lambda shapes, out_shape: ((n,), [(n,), (n,)], Recorder()))
+    monkeypatch.setattr(threads, "_blas_awake_until", 0.0)
+    x = np.arange(n, dtype=F32)
+    got = np.empty(n, F32)
+    with threads.ThreadBudget(2):
+        k(x, x, got)
+        threads.blas_product(threads.BLAS_PARALLEL_MIN)  # wakes BLAS's pool
+        k(x, x, got)
+    np.testing.assert_array_equal(got, 2 * x)
+    assert taken == ["parallel", "serial"]

@@ -188,3 +188,40 @@ def test_parallel_variant(monkeypatch):
         numba.set_num_threads(had)
     want = np.maximum(reference(x, w, (2, 2), (1, 1), (1, 1, 1, 1), b), 0)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_parallel_loop_waits_while_the_blas_pool_is_awake(monkeypatch):
+    """Under a budget of 2, a product that woke BLAS's threads keeps the next
+    depthwise call on the serial loop (see hetvm/runtime/threads.py); once the
+    pool sleeps the parallel loop is taken again. Same result either way."""
+    import numba
+
+    from hetvm.runtime import threads
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one Numba thread")
+    jit = depthwise_direct._loops()
+    taken = []
+
+    def parallel(*args):  # the serial loop, recorded (the threaded one compiles for seconds)
+        taken.append("parallel")
+        jit.serial(*args)
+
+    monkeypatch.setattr(jit, "parallel", parallel)
+    monkeypatch.setattr(depthwise_direct, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(threads, "_blas_awake_until", 0.0)
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 4, 6, 6)).astype("float32")
+    w = rng.standard_normal((4, 1, 3, 3)).astype("float32")
+    want = reference(x, w, (1, 1), (1, 1), (1, 1, 1, 1))
+    geo = Geometry((1, 1), (1, 1), (1, 1, 1, 1), 4)
+    with threads.ThreadBudget(2):
+        for awake in (True, False):
+            if awake:
+                threads.blas_product(threads.BLAS_PARALLEL_MIN)  # the pool is woken
+            else:
+                monkeypatch.setattr(threads, "_blas_awake_until", 0.0)  # ... and has gone to sleep
+            out = np.empty((1, 4, 6, 6), "float32")
+            assert convolve_direct(np, geo, x, w, out, None, False)
+            np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+            assert taken == ([] if awake else ["parallel"])

@@ -146,3 +146,93 @@ def test_each_budget_finds_the_blas_libraries_loaded_by_then(monkeypatch):
     assert ThreadBudget(1)._libs == ["openblas-a"]
     loaded[0] = ["openblas-a", "scipy-openblas"]
     assert ThreadBudget(1)._libs == ["openblas-a", "scipy-openblas"]
+
+
+# -- the pools taking turns inside a budget (blas_product, numba_parallel_ok) -------------
+
+
+@pytest.fixture
+def pools_reset(monkeypatch):
+    """No BLAS wake-up left over from an earlier test."""
+    monkeypatch.setattr(budget_mod, "_blas_awake_until", 0.0)
+
+
+def test_small_products_run_on_one_blas_thread_while_the_pool_sleeps(blas_at_two, pools_reset, monkeypatch):
+    small, large = budget_mod.BLAS_PARALLEL_MIN - 1, budget_mod.BLAS_PARALLEL_MIN
+    with ThreadBudget(2):
+        assert set(_blas_threads()) == {2}
+        budget_mod.blas_product(small)
+        assert set(_blas_threads()) == {1}
+        assert budget_mod.numba_parallel_ok()  # the BLAS pool was not woken
+        budget_mod.blas_product(small)
+        assert set(_blas_threads()) == {1}
+        budget_mod.blas_product(large)  # wakes the pool
+        assert set(_blas_threads()) == {2}
+        budget_mod.blas_product(small)  # the pool is awake anyway: all threads
+        assert set(_blas_threads()) == {2}
+        monkeypatch.setattr(budget_mod, "_blas_awake_until", 0.0)  # BLAS_AWAKE_S later
+        budget_mod.blas_product(small)
+        assert set(_blas_threads()) == {1}
+    assert set(_blas_threads()) == {2}  # put back as the process had it
+
+
+def test_the_budget_restores_blas_after_a_small_product(pools_reset):
+    if not _blas_threads():
+        pytest.skip("no BLAS library that threadpoolctl can control")
+    with threadpoolctl.threadpool_limits(limits=3, user_api="blas"):
+        with ThreadBudget(2):
+            budget_mod.blas_product(1)
+            assert set(_blas_threads()) == {1}
+        assert set(_blas_threads()) == {3}
+
+
+def test_outside_a_budget_or_at_one_thread_products_leave_blas_alone(blas_at_two, pools_reset):
+    budget_mod.blas_product(1)
+    budget_mod.blas_product(budget_mod.BLAS_PARALLEL_MIN)
+    assert set(_blas_threads()) == {2}
+    assert budget_mod.numba_parallel_ok()  # no budget: Numba's loops are not held back
+    with ThreadBudget(1):
+        budget_mod.blas_product(budget_mod.BLAS_PARALLEL_MIN)
+        assert set(_blas_threads()) == {1}
+        assert budget_mod.numba_parallel_ok()
+
+
+def test_numba_loops_wait_while_the_blas_pool_is_awake(blas_at_two, pools_reset, monkeypatch):
+    with ThreadBudget(2):
+        assert budget_mod.numba_parallel_ok()
+        budget_mod.blas_product(budget_mod.BLAS_PARALLEL_MIN)  # wakes the pool
+        assert not budget_mod.numba_parallel_ok()
+        budget_mod.blas_product(1)  # a small product after it keeps the pool awake
+        assert not budget_mod.numba_parallel_ok()
+        monkeypatch.setattr(budget_mod, "_blas_awake_until", 0.0)  # BLAS_AWAKE_S later
+        assert budget_mod.numba_parallel_ok()
+    budget_mod.blas_product(budget_mod.BLAS_PARALLEL_MIN)
+    assert budget_mod.numba_parallel_ok()  # outside the budget: not held back
+
+
+def test_a_vm_call_keeps_blas_at_one_thread_for_its_small_product(blas_at_two, pools_reset):
+    # a 1x1 convolution of 4 -> 8 channels on a 4x4 map: 512 multiply-adds, far below the threshold
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 4, 4, 4)).astype("float32")
+    w = rng.standard_normal((8, 4, 1, 1)).astype("float32")
+    seen = []
+
+    @register_func("test_threads.conv_probe", override=True)
+    def probe(t):
+        from hetvm.kernels.registry import get_kernel
+
+        out = np.empty((1, 8, 4, 4), "float32")
+        get_kernel("nn.conv2d", "cpu")(np, {}, x, w, out)
+        seen.append((_blas_threads(), out))
+        return t
+
+    try:
+        vm = hetvm.VirtualMachine(_probe_exe("test_threads.conv_probe"), threads=2)
+        vm["main"](np.ones(2, "float32"))
+    finally:
+        remove_global_func("test_threads.conv_probe")
+    threads, out = seen[0]
+    assert set(threads) == {1}  # inside the call, after the product
+    assert set(_blas_threads()) == {2}  # after the call
+    want = np.einsum("oc,nchw->nohw", w[:, :, 0, 0].astype(np.float64), x)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
