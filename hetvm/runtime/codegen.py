@@ -150,6 +150,7 @@ class CompiledFunction:
         self.filename = filename
         self.linemap = linemap  # generated line number -> pc
         self.source = source
+        self.checkers: list[Callable[..., Any]] = []  # per parameter (values.param_checker), set by the VM
 
 
 class _Emitter:

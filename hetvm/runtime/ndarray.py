@@ -201,6 +201,15 @@ def adopt(host: np.ndarray, dev: Device, allocator: Allocator | None = None) -> 
         np_dtype(host.dtype)
     except HetvmRuntimeError:
         return None
+    return adopt_checked(host, dev, allocator)
+
+
+def adopt_checked(host: np.ndarray, dev: Device, allocator: Allocator | None = None) -> NDArray | None:
+    """:func:`adopt` for an array whose dtype hetvm knows and a CPU ``dev``
+    (the caller checked both)."""
+    flags = host.flags
+    if not (flags.c_contiguous and flags.aligned) or not host.dtype.isnative:
+        return None
     allocator = allocator if allocator is not None else default_allocator(dev)
     buffer = host.reshape(-1).view(np.uint8) if host.size else np.empty(0, np.uint8)
     return NDArray(host, dev, allocator.adopt(buffer), 0)

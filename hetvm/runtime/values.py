@@ -17,7 +17,7 @@ from .ndarray import NDArray, ShapeTuple, adopt, np_dtype
 from .ndarray import array as nd_array
 from .shapes import ShapeBinder
 
-__all__ = ["check_value", "MAX_DIM"]
+__all__ = ["check_value", "param_checker", "MAX_DIM"]
 
 # The largest value a shape holds: shapes are int64 (as in TVM), and no tensor
 # holds more bytes than an int64 (NumPy's intp) counts.
@@ -88,6 +88,41 @@ def check_value(
         check_value(v, f, binder, f"{what} field {i}", device_of, convert)
         for i, (v, f) in enumerate(zip(value, fields))
     )
+
+
+def param_checker(info: dict, what: str, device_of: Callable[[int], Device]) -> Callable[..., Any]:
+    """``check(value, binder, convert)``: :func:`check_value` for one parameter,
+    with what it looks up made once (at VM load) and a short path for the input
+    a caller passes most: a NumPy array of the parameter's dtype for a CPU
+    tensor parameter, read in place. Anything else takes :func:`check_value`,
+    so errors and conversions are the same."""
+
+    def general(value: Any, binder: ShapeBinder, convert: bool) -> Any:
+        return check_value(value, info, binder, what, device_of, convert)
+
+    if info.get("kind") != "tensor" or not isinstance(info.get("dtype"), str):
+        return general
+    dtype = _dtype_of(info["dtype"])
+    dev_index = info.get("device")
+    pattern = info.get("shape")
+    try:
+        dev = device_of(dev_index if dev_index is not None else 0)
+    except Exception:  # noqa: BLE001 - the general path raises the error at the call
+        return general
+    if dtype is None or dev.kind != "cpu" or pattern is None:
+        return general
+    from .ndarray import adopt_checked
+
+    def check(value: Any, binder: ShapeBinder, convert: bool) -> Any:
+        if convert and value.__class__ is np.ndarray and value.dtype is dtype:
+            binder.bind_dims(what, pattern, value.shape)
+            out = adopt_checked(value, dev)
+            if out is not None:
+                out._killable = False
+                return out
+        return general(value, binder, convert)
+
+    return check
 
 
 def _check_tensor(value, info, binder, what, device_of, convert) -> NDArray:

@@ -39,7 +39,7 @@ from .memory import ADOPTED, Allocator
 from .ndarray import NDArray, ShapeTuple
 from .shapes import ShapeBinder
 from .threads import ThreadBudget, check_threads
-from .values import check_value
+from .values import param_checker
 from .vm_state import CallState, VMState
 
 __all__ = ["VirtualMachine"]
@@ -87,6 +87,8 @@ class VirtualMachine:
         self._by_file: dict[str, CompiledFunction] = {}
         for name, func in exe.functions.items():
             cf = compile_function(self.state, func)
+            cf.checkers = [param_checker(info, f"parameter '{p}'", self.state.device_of)
+                           for info, p in zip(func.param_info, func.params)]  # fmt: skip
             self._compiled[name] = cf
             self._by_file[cf.filename] = cf
 
@@ -179,10 +181,7 @@ class VirtualMachine:
                 )
             env: dict[str, int] = {}
             binder = ShapeBinder(env, func.sym_bounds, name)
-            values = [
-                check_value(a, info, binder, f"parameter '{p}'", self.state.device_of, convert)
-                for a, info, p in zip(args, func.param_info, func.params)
-            ]
+            values = [check(a, binder, convert) for a, check in zip(args, cf.checkers)]
             binder.finish()
             args = ()  # the frame's parameters are held by ``values`` alone
             out = cf.fn(call, env, *values)
