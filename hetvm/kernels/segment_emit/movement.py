@@ -79,15 +79,19 @@ def _cast(expr: str, dtype: str) -> str:
     return f"np.{dtype}({expr})"
 
 
-def _loops(shape_of: str, ndim: int, body: Lines, var: str = "i") -> Lines:
-    """A loop nest over ``shape_of``'s shape, ``{var}{d}`` the index of dim d."""
+def _nest(shape_of: str, dims: Sequence[int], body: Lines, var: str = "i", first: int = 0) -> Lines:
+    """A loop nest around ``body``: ``{var}{first + k}`` runs over ``shape_of.shape[dims[k]]``."""
     lines: Lines = []
     pad = ""
-    for d in range(ndim):
-        lines.append(f"{pad}for {var}{d} in range({shape_of}.shape[{d}]):")
+    for k, d in enumerate(dims):
+        lines.append(f"{pad}for {var}{first + k} in range({shape_of}.shape[{d}]):")
         pad += "    "
-    lines.extend(pad + line for line in body)
-    return lines
+    return lines + [pad + line for line in body]
+
+
+def _loops(shape_of: str, ndim: int, body: Lines, var: str = "i") -> Lines:
+    """A loop nest over ``shape_of``'s whole shape, ``{var}{d}`` the index of dim d."""
+    return _nest(shape_of, range(ndim), body, var)
 
 
 def _raise_unless(cond: str, op: str, what: str) -> Lines:
@@ -201,20 +205,10 @@ def _take(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | Non
         return lines + _loops(I, ind.ndim, inner, "k")
     x_at = [f"i{d}" for d in range(before)] + ["j"] + [f"i{before + 1 + d}" for d in range(after)]
     copy = [f"{index(O, o_at)} = {index(X, x_at)}"]
-    tail = _loops_dims(X, range(ax + 1, x.ndim), copy, before + 1)
+    tail = _nest(X, range(ax + 1, x.ndim), copy, first=before + 1)
     inner = _take_index(index(I, i_at), "dim", mode) + tail
     body = _loops(I, ind.ndim, inner, "k")
-    return lines + _loops_dims(X, range(ax), body, 0)
-
-
-def _loops_dims(shape_of: str, dims: Sequence[int], body: Lines, first: int) -> Lines:
-    """Loops ``i{first + k}`` over ``shape_of.shape[dims[k]]``."""
-    lines: Lines = []
-    pad = ""
-    for k, d in enumerate(dims):
-        lines.append(f"{pad}for i{first + k} in range({shape_of}.shape[{d}]):")
-        pad += "    "
-    return lines + [pad + line for line in body]
+    return lines + _nest(X, range(ax), body)
 
 
 # -- concat -----------------------------------------------------------------------
@@ -426,18 +420,8 @@ def _gather_nd(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines 
                  "    raise ValueError('gather_nd: index out of range')", f"if p{j} < 0:", f"    p{j} += {dim}"]  # fmt: skip
     r_at = [f"r{d}" for d in range(rest)]
     copy = [f"{index(O, lead + r_at)} = {index(D, lead[:b] + [f'p{j}' for j in range(m)] + r_at)}"]
-    body += _loops_named(D, range(b + m, data.ndim), copy, "r")
+    body += _nest(D, range(b + m, data.ndim), copy, "r")
     return lines + _loops(I, b + nk, body)
-
-
-def _loops_named(shape_of: str, dims: Sequence[int], body: Lines, var: str) -> Lines:
-    """Loops ``{var}{k}`` over ``shape_of.shape[dims[k]]``."""
-    lines: Lines = []
-    pad = ""
-    for k, d in enumerate(dims):
-        lines.append(f"{pad}for {var}{k} in range({shape_of}.shape[{d}]):")
-        pad += "    "
-    return lines + [pad + line for line in body]
 
 
 # -- creation -----------------------------------------------------------------------
