@@ -133,9 +133,10 @@ class ThreadBudget:
         with _LOCK:
             _active -= 1
             if _active == 0:
+                now = _blas_now  # what the pools run now: set by apply or blas_product only
                 _budget_threads = _blas_now = 0
                 for lib, had in _saved:
-                    if lib.num_threads != had:
+                    if now != had:
                         lib.set_num_threads(had)
                 _saved.clear()
 
@@ -193,8 +194,9 @@ def _numba_enter(threads: int) -> int | None:
     try:
         had = numba.get_num_threads()
         want = min(threads, numba.config.NUMBA_NUM_THREADS)
-        if want != had:
-            numba.set_num_threads(want)
+        if want == had:
+            return None  # nothing to put back
+        numba.set_num_threads(want)
         return had
     except Exception as err:  # noqa: BLE001 - no threading layer: generated kernels run serial
         log.info("numba thread cap not applied: %s", err)
