@@ -35,9 +35,18 @@ import numpy as np
 from ..kernels import codegen_numba
 from ..kernels.segment_emit import Arg, Arr, ArrList, Imm, Val, emitter
 
-__all__ = ["Slot", "SegmentCall", "Segment", "enabled"]
+__all__ = ["Slot", "SegmentCall", "Segment", "enabled", "MAX_STRETCH", "MAX_CALLS"]
 
 log = logging.getLogger("hetvm.codegen")
+
+#: the most calls one compiled function takes: Numba's time grows with the calls
+#: of a function (about 15 ms each, and more than linearly in one body), so a longer
+#: stretch compiles as several functions of at most this many
+MAX_STRETCH = 256
+#: a run of more kernel calls than this (a program of thousands of small ops in one
+#: straight line) keeps its NumPy kernels: compiling it would cost minutes at the
+#: first call for microseconds a call
+MAX_CALLS = 2048
 
 #: a slot of a kernel argument: ("a", k) the segment's argument k (an array, or a
 #: value computed at run time: an int, float, bool or tuple of ints), ("l", (k, ...))
@@ -132,6 +141,10 @@ class Segment:
                 pieces.append(piece)
             stretch.clear()
 
+        if len(self.calls) > MAX_CALLS:
+            log.info("segment of %d kernels (%s) runs its NumPy kernels: more than %d calls "
+                     "would take minutes to compile", len(self.calls), self.where, MAX_CALLS)
+            return [("k", k, (), ()) for k in range(len(self.calls))]
         for k, call in enumerate(self.calls):
             body = self._body(call, args)
             if body is None:
@@ -139,6 +152,8 @@ class Segment:
                 pieces.append(("k", k, (), ()))
             else:
                 stretch.append((k, body))
+                if len(stretch) == MAX_STRETCH:
+                    flush()
         flush()
         return pieces
 

@@ -127,3 +127,19 @@ def test_two_segments_of_the_same_text_and_types_share_one_compiled_function(num
     _, _, second = run_both(calls)
     assert [p[0] for p in first.pieces] == [p[0] for p in second.pieces] == ["g"]
     assert first.pieces[0][1] is second.pieces[0][1]
+
+
+def test_a_long_run_compiles_in_stretches_of_bounded_length_and_a_huge_one_keeps_numpy(numba_on, monkeypatch):
+    from hetvm.runtime import segments
+    from hetvm.testing.segment_check import run_both
+
+    x = np.ones(4, F32)
+    bufs = [np.empty(4, F32) for _ in range(5)]
+    calls = [("add", {}, [x if i == 0 else bufs[i - 1], x, bufs[i]]) for i in range(5)]
+    monkeypatch.setattr(segments, "MAX_STRETCH", 2)
+    got, want, seg = run_both(calls)
+    assert [len(p[3]) for p in seg.pieces] == [2, 2, 1]
+    np.testing.assert_array_equal(got[-1], want[-1])
+    monkeypatch.setattr(segments, "MAX_CALLS", 4)
+    _, _, seg = run_both(calls)
+    assert [p[0] for p in seg.pieces] == ["k"] * 5
