@@ -16,10 +16,10 @@ What the NumPy kernels compute, and so the bodies: the convolution sums in the
 arrays' dtype, then the bias is added, then the residual, then ReLU (NaN stays
 NaN). Padding is zeros that are multiplied like any input (im2col copies them
 into its columns): a non-finite weight meeting the padding makes the output
-NaN, which the loops, which skip the padding, write afterwards for the channels
-whose weights are not all finite. The sums run in another order than BLAS's,
-so results agree to rounding. An output that shares memory with an input reads
-a copy of that input (the memory planner never plans that; a caller may).
+NaN; the loops run over zero-padded copies of the images, so theirs too. The
+sums run in another order than BLAS's,
+so results agree to rounding. An output that shares memory with an input gets
+what the NumPy kernel writes (the memory planner never plans that; a caller may).
 """
 
 from __future__ import annotations
@@ -177,10 +177,16 @@ def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
             f"if {R}.shape[0] != N or {R}.shape[1] != O or {R}.shape[2] != OH or {R}.shape[3] != OW:",
             f"    raise ValueError('{op}: the residual is not the output shape')",
         ]
-    inputs = [("x", X, 4), ("w", Wt, 4)] + ([("b", B, 1)] if has_bias else []) + ([("r", R, 4)] if has_residual else [])
-    lines += _unaliased(inputs, out)
+    # the output is written only after the data and the weights were read in
+    # full, from the bias's copy, and from the residual or a copy of it where
+    # it shares bytes with the output: an output that overlaps an input (the
+    # planner never plans one, a caller may) gets what NumPy's kernel writes
+    if has_residual:
+        lines += _unaliased([("r", R, 4)], out)
+    if has_bias:
+        lines.append(f"b = {B}.copy()")
     pb, pr = pads[2], pads[3]
-    # each image is copied into zero-padded planes per channel and stride phase
+    # the images are copied into zero-padded planes per channel and stride phase
     # (padded cell (y, x) in phase (y % s0, x % s1) at (y // s0) * Wq + x // s1):
     # tap (ky, kx) then reads one phase at a fixed offset for every output,
     # output (oy, ox) sitting at oy * Wq + ox, so a tap is one contiguous
@@ -191,9 +197,9 @@ def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
         f"Og = O // {G}",
         f"Hp, Wp = H + {pt + pb}, W + {pl + pr}",
         f"Hq, Wq = (Hp + {s0 - 1}) // {s0}, (Wp + {s1 - 1}) // {s1}",
-        f"xq = np.zeros((C, {s0 * s1}, Hq * Wq), np.{dtype})",
+        f"xq = np.zeros((N, C, {s0 * s1}, Hq * Wq), np.{dtype})",
         "L = (OH - 1) * Wq + OW",
-        f"acc = np.empty(L, np.{dtype})",
+        f"acc = np.zeros((N, O, L), np.{dtype})",
         "for n in range(N):",
         "    for c in range(C):",
         "        for iy in range(H):",
@@ -202,24 +208,26 @@ def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
         f"            ry = (y // {s0}) * Wq",
         "            for ix in range(W):",
         f"                xx = ix + {pl}",
-        f"                xq[c, ph + xx % {s1}, ry + xx // {s1}] = x[n, c, iy, ix]",
+        f"                xq[n, c, ph + xx % {s1}, ry + xx // {s1}] = {X}[n, c, iy, ix]",
+        "for n in range(N):",
         "    for o in range(O):",
         "        c0 = (o // Og) * Cg",
-        "        for p in range(L):",
-        f"            acc[p] = {zero}",
+        "        ao = acc[n, o]",
         "        for c in range(Cg):",
         "            for ky in range(KH):",
         f"                ty = ky * {d0}",
         "                for kx in range(KW):",
         f"                    tx = kx * {d1}",
-        "                    wv = w[o, c, ky, kx]",
+        f"                    wv = {Wt}[o, c, ky, kx]",
         # a slice: the loop's index is then provably >= 0, so no wraparound select stops vectorising
-        f"                    xs = xq[c0 + c, (ty % {s0}) * {s1} + tx % {s1}, (ty // {s0}) * Wq + tx // {s1}:]",
+        f"                    xs = xq[n, c0 + c, (ty % {s0}) * {s1} + tx % {s1}, (ty // {s0}) * Wq + tx // {s1}:]",
         "                    for p in range(L):",
-        "                        acc[p] += wv * xs[p]",
+        "                        ao[p] += wv * xs[p]",
+        "for n in range(N):",
+        "    for o in range(O):",
         "        bo = b[o]" if has_bias else "",
         "        for oy in range(OH):",
-        "            ar = acc[oy * Wq:]",
+        "            ar = acc[n, o, oy * Wq:]",
         "            for ox in range(OW):",
         "                v = ar[ox]",
         "                v = v + bo" if has_bias else "",
