@@ -131,6 +131,9 @@ def _run_and_report(console, model: Any, mod: Any, setup: Any, args: argparse.Na
     threads = getattr(args, "threads", None)
     budget = f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
     console.print(f"build:    {build_s:.2f} s;  run: {result.seconds * 1000:.1f} ms ({args.executor}{budget})")
+    if result.compile_seconds >= 0.1:  # the first call compiled its segments (Numba)
+        console.print(f"compile:  {result.compile_seconds:.2f} s of Numba compiling (or loading from the "
+                      "kernel cache) during the run: segments compile at their first call")
     names = _output_names(model)
     console.table(outputs_table(result.outputs, names))
     if getattr(args, "save_outputs", None):

@@ -70,6 +70,9 @@ class RunResult:
     events: list[dict]
     devices: list[str]
     memory_note: str = ""  # how to read ``memory`` where it is not the VM's
+    #: seconds Numba spent compiling (or loading) during the calls: the segments
+    #: compile at their first call (runtime/segments.py)
+    compile_seconds: float = 0.0
 
 
 def _plan_options(setup: DeviceSetup) -> dict[str, Any]:
@@ -189,17 +192,21 @@ def run(compiled: Compiled, args: Sequence[np.ndarray], trace: bool = True, repe
             return _run_graph(compiled, args, devices, repeat)
         with ThreadBudget(threads):
             return _run_graph(compiled, args, devices, repeat)
+    from ..kernels.codegen_numba import compile_stats
     from ..runtime.vm import VirtualMachine
 
     vm = VirtualMachine(compiled.exe, devices=devices, trace=trace, threads=threads)
     out = None
     seconds = 0.0
+    compiling = compile_stats()["compile_seconds"]
     for _ in range(max(1, repeat)):
         t0 = time.perf_counter()
         out = vm["main"](*args)
         seconds = time.perf_counter() - t0
+    compiling = compile_stats()["compile_seconds"] - compiling
     outputs = [to_numpy(v) for v in flatten_outputs(out)]
-    return RunResult(outputs, seconds, vm.memory_report(), vm.events, [str(d) for d in devices])
+    return RunResult(outputs, seconds, vm.memory_report(), vm.events, [str(d) for d in devices],
+                     compile_seconds=compiling)
 
 
 def _run_graph(compiled: Compiled, args: Sequence[np.ndarray], devices: list[Any], repeat: int) -> RunResult:

@@ -490,7 +490,7 @@ class _Emitter:
                 sources.append(("a", self.bind(self.state.constant(value, ins.device)._data, "_c")))
             else:
                 sources.append(("i", _kernel_immediate(value)))
-        if self.segments and api.xp is np:
+        if self.segments and api.xp is np and part is None and has_kernel(ins.op, dev.kind):
             if self.pending and self.pending[0][0] != ind:
                 self.flush_segment()
             self.pending.append((ind, pc, ins, kern, sources))

@@ -143,3 +143,23 @@ def test_a_long_run_compiles_in_stretches_of_bounded_length_and_a_huge_one_keeps
     monkeypatch.setattr(segments, "MAX_CALLS", 4)
     _, _, seg = run_both(calls)
     assert [p[0] for p in seg.pieces] == ["k"] * 5
+
+
+def test_a_kernel_the_device_is_configured_without_still_raises_inside_a_run(numba_on):
+    from hetvm.runtime.device import device
+
+    text = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        a = R.exp(x)
+        b = R.tanh(a)
+        c = R.exp(b)
+        return c
+"""
+    with PassContext(disabled_pass=["FuseOps"]):  # three kernels: a segment
+        exe = hetvm.build(from_source(text))
+    vm = hetvm.VirtualMachine(exe, devices=[device("cpu", 0, missing_kernels=["tanh"])])
+    with pytest.raises(hetvm.HetvmRuntimeError, match="without a kernel for 'tanh'"):
+        vm["main"](np.ones(4, F32))
