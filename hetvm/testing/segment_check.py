@@ -15,7 +15,7 @@ import numpy as np
 from ..kernels.registry import bind_kernel
 from ..runtime.segments import Segment, SegmentCall
 
-__all__ = ["Call", "run_both", "compiled_calls", "assert_segment_matches"]
+__all__ = ["Call", "segment_of", "run_both", "compiled_calls", "assert_segment_matches"]
 
 #: one kernel call: (op, attrs, arguments); an argument is a NumPy array, a list of
 #: arrays, or an immediate (anything else); arrays are matched by identity, so the
@@ -23,7 +23,8 @@ __all__ = ["Call", "run_both", "compiled_calls", "assert_segment_matches"]
 Call = tuple[str, dict, Sequence[Any]]
 
 
-def _segment(calls: Sequence[Call]) -> tuple[Segment, list[np.ndarray]]:
+def segment_of(calls: Sequence[Call]) -> tuple[Segment, list[np.ndarray]]:
+    """The segment of ``calls`` and its arguments (the distinct arrays, in order)."""
     arrays: list[np.ndarray] = []
     ids: dict[int, int] = {}
 
@@ -51,7 +52,7 @@ def run_both(calls: Sequence[Call]) -> tuple[list[np.ndarray], list[np.ndarray],
     """The arrays after the calls ran compiled (first) and through NumPy kernels
     (second), each on its own copies, and the segment (its ``pieces`` say which
     calls compiled)."""
-    seg, arrays = _segment(calls)
+    seg, arrays = segment_of(calls)
     compiled = [a.copy() for a in arrays]
     seg(*compiled)
     reference = [a.copy() for a in arrays]

@@ -14,16 +14,25 @@ from typing import Any, Sequence
 
 from ..codegen_numba import _body, covers
 from ..fused_program import STEP_OPS, ProgramError, validate
-from . import Arg, Arr, Lines, broadcast_loop, index, register
+from . import Arg, Arr, Lines, broadcast_loop, check_same_shape, index, register
 
 #: unfused ops that are one program step with no parameters
 _ONE_STEP = tuple(op for op, (_, params, rule) in STEP_OPS.items() if params == 0 and rule != "const" and op != "astype")
 
 
-def _program_lines(program: tuple, args: Sequence[Arg], names: Sequence[Any], what: str) -> Lines | None:
+def _program_lines(program: tuple, args: Sequence[Arg], names: Sequence[Any], what: str,
+                   same_shape: bool = False) -> Lines | None:  # fmt: skip
+    """A program's loop over the output; ``same_shape``: the input must have the
+    output's shape (a unary kernel writes with ``out=`` and refuses a broadcast)."""
     if not args or not all(isinstance(a, Arr) for a in args):
         return None
     inputs, out = list(args[:-1]), args[-1]
+    if same_shape:
+        if len(inputs) != 1 or inputs[0].ndim != out.ndim:  # type: ignore[union-attr]
+            return None
+        check = check_same_shape(names[0], names[-1], out.ndim, what)  # type: ignore[union-attr]
+        body = _program_lines(program, args, names, what)
+        return None if body is None else check + body
     dtypes = [a.dtype for a in inputs]  # type: ignore[union-attr]
     try:
         step_dtypes = validate(program, dtypes)
@@ -51,7 +60,7 @@ def _one_step(op: str) -> None:
     def emit(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
         if len(args) != n_refs + 1 or not isinstance(args[-1], Arr):
             return None
-        return _program_lines(((op, args[-1].dtype, *refs),), args, names, op)
+        return _program_lines(((op, args[-1].dtype, *refs),), args, names, op, same_shape=n_refs == 1)
 
     register(op)(emit)
 
@@ -65,10 +74,12 @@ def _astype(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | N
     if len(args) != 2 or not all(isinstance(a, Arr) for a in args) or attrs.get("dtype") != args[-1].dtype:
         return None
     x, out = args  # type: ignore[misc]
+    if x.ndim != out.ndim:
+        return None
     if out.dtype == "bool":  # NumPy's cast to bool: nonzero (NaN included) is True
         at = index(names[1], [f"i{d}" for d in range(out.ndim)])
-        return broadcast_loop(names[1], out.ndim, [(names[0], x.ndim)], lambda r: [f"{at} = {r[0]} != 0"], "astype")
-    return _program_lines((("astype", out.dtype, "x0"),), args, names, "astype")
+        return check_same_shape(names[0], names[1], out.ndim, "astype") + broadcast_loop(names[1], out.ndim, [(names[0], x.ndim)], lambda r: [f"{at} = {r[0]} != 0"], "astype")
+    return _program_lines((("astype", out.dtype, "x0"),), args, names, "astype", same_shape=True)
 
 
 @register("fused_elementwise")
@@ -84,7 +95,11 @@ def _isnan(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | No
     if len(args) != 2 or not all(isinstance(a, Arr) for a in args) or args[1].dtype != "bool":
         return None
     x, out = args  # type: ignore[misc]
+    if x.ndim != out.ndim:  # the kernel refuses a broadcast
+        return None
     at = index(names[1], [f"i{d}" for d in range(out.ndim)])
+    check = check_same_shape(names[0], names[1], out.ndim, "isnan")
     if x.dtype not in ("float32", "float64"):  # never NaN
-        return broadcast_loop(names[1], out.ndim, [(names[0], x.ndim)], lambda r: [f"{at} = False"], "isnan")
-    return broadcast_loop(names[1], out.ndim, [(names[0], x.ndim)], lambda r: [f"{at} = np.isnan({r[0]})"], "isnan")
+        return check + broadcast_loop(names[1], out.ndim, [(names[0], x.ndim)], lambda r: [f"{at} = False"], "isnan")
+    return check + broadcast_loop(names[1], out.ndim, [(names[0], x.ndim)],
+                                  lambda r: [f"{at} = np.isnan({r[0]})"], "isnan")  # fmt: skip

@@ -9,7 +9,7 @@ import pytest
 
 from hetvm.kernels.registry import bind_kernel
 from hetvm.kernels.segment_emit import conv as seg_conv
-from hetvm.testing.segment_check import _segment, assert_segment_matches, compiled_calls, run_both
+from hetvm.testing.segment_check import assert_segment_matches, compiled_calls, run_both, segment_of
 
 pytest.importorskip("numba")
 
@@ -96,7 +96,7 @@ def test_a_non_contiguous_input_and_an_output_sharing_the_residuals_bytes(numba_
     attrs = {"strides": [1, 1], "padding": [1, 1, 1, 1], "dilation": [1, 1], "groups": 1, "activation": "relu"}
     want = np.empty(out.shape, np.float32)
     bind_kernel("nn.conv2d_bias_add_act", "cpu", np, dict(attrs))(x, w, b, residual.copy(), want)
-    seg, arrays = _segment([("nn.conv2d_bias_add_act", attrs, [x, w, b, residual, out])])
+    seg, arrays = segment_of([("nn.conv2d_bias_add_act", attrs, [x, w, b, residual, out])])
     seg(*arrays)
     assert compiled_calls(seg) == 1
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)

@@ -68,3 +68,14 @@ def test_casts_to_bool_and_between_numbers_match_numpy(numba_on):
     ])
     # float to integer is left to NumPy (NaN and out-of-range values have no safe scalar cast)
     assert_segment_matches([("astype", {"dtype": "int64"}, [x, np.empty(5, np.int64)])], compiled=False)
+
+
+def test_a_unary_op_refuses_an_input_that_would_broadcast_as_its_numpy_kernel_does(numba_on):
+    from hetvm.testing.segment_check import segment_of
+
+    x = np.ones((1, 3), np.float32)
+    for op in ("exp", "negative", "isnan"):
+        out = np.empty((2, 3), bool if op == "isnan" else np.float32)
+        seg, arrays = segment_of([(op, {}, [x, out]), ("exp", {}, [x, np.empty((1, 3), np.float32)])])
+        with pytest.raises(ValueError):
+            seg(*arrays)
