@@ -192,11 +192,22 @@ def covers(program: Sequence[Sequence[Any]], input_dtypes: Sequence[str]) -> boo
     return True
 
 
+def float_text(value: Any) -> str:
+    """Source text of a float, NaN and infinities included (``repr`` writes
+    ``nan`` and ``inf``, which are no names in generated code)."""
+    v = float(value)
+    if math.isnan(v):
+        return "np.nan"
+    if math.isinf(v):
+        return "np.inf" if v > 0 else "-np.inf"
+    return repr(v)
+
+
 def _literal(value: Any, dtype: str) -> str:
     if dtype == "bool":
         return repr(bool(value))
     if dtype in _FLOAT:
-        return f"np.{dtype}({float(value)!r})"
+        return f"np.{dtype}({float_text(value)})"
     return f"np.{dtype}({int(value)!r})"
 
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from ..codegen_numba import float_text
+
 __all__ = ["Arr", "ArrList", "Imm", "Val", "Arg", "Emitter", "register", "emitter", "DTYPES", "FLOATS", "INTS",
            "literal", "index", "Lines", "check_same_shape", "broadcast_loop"]
 
@@ -115,11 +117,11 @@ def literal(value: Any, dtype: str | None = None) -> str:
     if dtype is None:
         if isinstance(value, int):
             return repr(int(value))
-        return repr(float(value))
+        return float_text(value)
     if dtype not in DTYPES:
         raise ValueError(f"no literal of dtype {dtype!r}")
     if dtype in FLOATS:
-        return f"np.{dtype}({float(value)!r})"
+        return f"np.{dtype}({float_text(value)})"
     return f"np.{dtype}({int(value)!r})"
 
 

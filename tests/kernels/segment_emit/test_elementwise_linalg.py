@@ -79,3 +79,11 @@ def test_a_unary_op_refuses_an_input_that_would_broadcast_as_its_numpy_kernel_do
         seg, arrays = segment_of([(op, {}, [x, out]), ("exp", {}, [x, np.empty((1, 3), np.float32)])])
         with pytest.raises(ValueError):
             seg(*arrays)
+
+
+def test_literals_of_nan_and_infinities_are_source_text():
+    from hetvm.kernels.segment_emit import literal
+
+    assert literal(float("nan"), "float32") == "np.float32(np.nan)"
+    assert literal(float("-inf")) == "-np.inf" and literal(float("inf"), "float64") == "np.float64(np.inf)"
+    assert literal(0.5, "float32") == "np.float32(0.5)"
