@@ -108,6 +108,10 @@ def _placements(recipes: list[Place], env: Any, nbytes: int) -> list[tuple[int, 
     return out
 
 
+#: placements a carver keeps (for that many sets of shape values; then it starts over)
+_PLACED_MAX = 16
+
+
 def make_carver(recipes: list[Place], variables: tuple[str, ...], where: str) -> Callable[..., tuple]:
     """``carve(storage, env)``: the backend arrays of ``recipes`` over the
     storage's block under the shape environment ``env`` (which only
@@ -115,6 +119,7 @@ def make_carver(recipes: list[Place], variables: tuple[str, ...], where: str) ->
     with the same values of ``variables``."""
     key = ("direct", next(_keys))
     read: Callable[[Any], Any] = operator.itemgetter(*variables) if variables else (lambda env: ())
+    placed: dict[tuple, list] = {}  # (values, block bytes) -> placements
 
     def carve(storage: Any, env: Any = None) -> tuple:
         block = storage.allocation
@@ -126,7 +131,16 @@ def make_carver(recipes: list[Place], variables: tuple[str, ...], where: str) ->
                 return got[1]
         if block.freed:
             raise HetvmRuntimeError(f"{where}: direct views of a released storage")
-        places = _placements(recipes, env, block.nbytes)
+        # the placements depend on the values and the block's size only: a block the
+        # pool hands out after another storage used it has no views for this key, but
+        # its placements need no symbolic evaluation again
+        at_key = (values, block.nbytes)
+        places = placed.get(at_key)
+        if places is None:
+            places = _placements(recipes, env, block.nbytes)
+            if len(placed) >= _PLACED_MAX:
+                placed.clear()
+            placed[at_key] = places
         buf = block.buffer
         arrays: dict[tuple, Any] = {}
         out = []

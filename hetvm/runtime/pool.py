@@ -148,6 +148,7 @@ class PooledAllocator(Allocator):
         head = _Chunk(seg, chunk.offset, size, next(self._keys))
         tail = _Chunk(seg, chunk.offset + size, chunk.size - size, next(self._keys))
         self._relink(chunk.prev, [head, tail], chunk.next)
+        chunk.prev = chunk.next = None  # out of the list: no cycle left for the GC to find
         self._insert(tail)
         return head
 
@@ -193,6 +194,8 @@ class PooledAllocator(Allocator):
                 end = nxt
             merged = _Chunk(seg, start.offset, end.offset + end.size - start.offset, next(self._keys))
             self._relink(start.prev, [merged], end.next)
+            for gone in (start, chunk, end):  # out of the list: no cycle left for the GC
+                gone.prev = gone.next = None
             chunk = merged
         self._insert(chunk)
         if self.max_pool_bytes is not None and self.pool_bytes > self.max_pool_bytes:

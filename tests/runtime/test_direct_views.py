@@ -375,3 +375,27 @@ def test_a_tuple_that_leaves_keeps_its_fields_ndarrays():
     np.testing.assert_allclose(out.numpy(), np.concatenate([np.exp(x), -x, x * x]), rtol=1e-6)
     np.testing.assert_allclose(t.numpy(), np.exp(x), rtol=1e-6)
     np.testing.assert_allclose(u.numpy(), -x, rtol=1e-6)
+
+
+def test_a_block_without_views_for_the_carver_reuses_its_placements(monkeypatch):
+    """The pool may hand a storage a block another storage used last: no views of
+    this carver's there, but the placements at the same shape values are not
+    evaluated again (BLOOM's symbolic storages re-evaluated hundreds of offset
+    expressions a call)."""
+    from hetvm.runtime import direct_carve
+    from hetvm.runtime.direct_carve import Place, make_carver
+    from hetvm.runtime.memory import NaiveAllocator, Storage
+
+    evaluated = []
+    real = direct_carve._placements
+    monkeypatch.setattr(direct_carve, "_placements", lambda *a: evaluated.append(1) or real(*a))
+    f32 = np.dtype(F32)
+    n = ["var", "n"]
+    carve = make_carver([Place(0, (n,), f32, "test"), Place(["mul", n, 4], (2,), f32, "test")], ("n",), "test")
+    alloc = NaiveAllocator(hetvm.cpu(0))  # no views kept with a block
+    for _ in range(3):
+        a, b = carve(Storage(alloc.alloc(64)), {"n": 3})
+        assert a.shape == (3,) and b.shape == (2,)
+    assert len(evaluated) == 1
+    carve(Storage(alloc.alloc(64)), {"n": 4})  # other values: placed anew
+    assert len(evaluated) == 2

@@ -217,3 +217,30 @@ def test_pool_options_reach_the_vms_allocators():
     assert rep["max_pool_bytes"] == 0 and rep["pool_bytes"] == 0 and rep["trimmed"]["cap"] > 0
     with pytest.raises(HetvmRuntimeError, match="unknown pooled allocator option"):
         hetvm.VirtualMachine(hetvm.build(from_source(DYNAMIC)), pool_options={"cap": 1})
+
+
+def test_splitting_and_merging_chunks_leaves_no_cycle_for_the_garbage_collector():
+    """A chunk split or merged away is unlinked from its neighbours: freed by its
+    count at once. (Left linked, each call's dead chunks were cycles, and the
+    collections they triggered cost BLOOM a tenth of its call time.)"""
+    import gc
+
+    from hetvm.runtime.pool import _Chunk
+
+    alloc = PooledAllocator(hetvm.cpu(0))
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        alloc.free(alloc.alloc(1 << 16))  # one free segment...
+        for _ in range(20):  # ...split into smaller blocks, merged again as they come back
+            blocks = [alloc.alloc(n) for n in (4096, 256, 1024, 64)]
+            for b in blocks:
+                alloc.free(b)
+        gc.collect()
+        cycles = [o for o in gc.garbage if isinstance(o, _Chunk)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert cycles == []
