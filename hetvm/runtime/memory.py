@@ -195,11 +195,23 @@ class Allocator:
                 f"cannot allocate {nbytes} bytes on {self.device}: more than any allocation "
                 f"can hold ({MAX_ALLOC_BYTES} bytes, 2**63 - 1)"
             )
+        return self._counted(nbytes, self._take)
+
+    def adopt(self, buffer: Any) -> Allocation:
+        """A block over bytes the caller owns (``buffer``: a 1-D uint8 array), for
+        a NumPy input that the VM reads in place instead of copying: counted as
+        the copy was (``bytes_in_use``, ``peak_bytes``, an ``alloc`` event), but
+        never pooled, poisoned or given to the device when it is freed."""
+        return self._counted(int(buffer.nbytes), lambda n: Allocation(buffer, n, self, ADOPTED))
+
+    def _counted(self, nbytes: int, make: Callable[[int], Allocation]) -> Allocation:
+        """``make(nbytes)`` under the lock, with the books (calls, bytes in use,
+        peak, the event) kept."""
         with self._lock:
             self._owner = threading.get_ident()
             try:
                 self.alloc_calls += 1
-                block = self._take(nbytes)
+                block = make(nbytes)
                 self.bytes_in_use += nbytes
                 if self.bytes_in_use > self.peak_bytes:
                     self.peak_bytes = self.bytes_in_use
@@ -210,27 +222,6 @@ class Allocator:
             finally:
                 self._owner = None
         return block
-
-    def adopt(self, buffer: Any) -> Allocation:
-        """A block over bytes the caller owns (``buffer``: a 1-D uint8 array), for
-        a NumPy input that the VM reads in place instead of copying: counted as
-        the copy was (``bytes_in_use``, ``peak_bytes``, an ``alloc`` event), but
-        never pooled, poisoned or given to the device when it is freed."""
-        nbytes = int(buffer.nbytes)
-        with self._lock:
-            self._owner = threading.get_ident()
-            try:
-                self.alloc_calls += 1
-                self.bytes_in_use += nbytes
-                if self.bytes_in_use > self.peak_bytes:
-                    self.peak_bytes = self.bytes_in_use
-                if self.on_event is not None:
-                    self.on_event("alloc", self.device, nbytes)
-                while self._deferred:
-                    self._free_locked(self._deferred.pop())
-            finally:
-                self._owner = None
-        return Allocation(buffer, nbytes, self, ADOPTED)
 
     def free(self, block: Allocation) -> None:
         """Takes a block back (called when its reference count reaches zero)."""

@@ -35,7 +35,7 @@ import numpy as np
 from ..kernels import codegen_numba
 from ..kernels.segment_emit import Arg, Arr, ArrList, Imm, Val, emitter
 
-__all__ = ["Slot", "SegmentCall", "Segment", "enabled", "MAX_STRETCH", "MAX_CALLS"]
+__all__ = ["Slot", "SegmentCall", "Segment", "enabled", "slot_value", "MAX_STRETCH", "MAX_CALLS"]
 
 log = logging.getLogger("hetvm.codegen")
 
@@ -121,7 +121,7 @@ class Segment:
     def _kernel(self, k: int, args: tuple) -> None:
         call = self.calls[k]
         try:
-            call.kernel(*[_value(s, args) for s in call.slots])
+            call.kernel(*[slot_value(s, args) for s in call.slots])
         except Exception as err:
             err._hetvm_pc = call.pc  # type: ignore[attr-defined]
             raise
@@ -220,7 +220,8 @@ class Segment:
         return ("g", fn, tuple(used), tuple(k for k, _ in stretch))
 
 
-def _value(slot: Slot, args: tuple) -> Any:
+def slot_value(slot: Slot, args: tuple) -> Any:
+    """The kernel argument a slot stands for, given the segment's arguments."""
     tag, value = slot
     if tag == "a":
         return args[value]

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..kernels.registry import bind_kernel
-from ..runtime.segments import Segment, SegmentCall
+from ..runtime.segments import Segment, SegmentCall, slot_value
 
 __all__ = ["Call", "segment_of", "run_both", "compiled_calls", "assert_segment_matches"]
 
@@ -57,17 +57,8 @@ def run_both(calls: Sequence[Call]) -> tuple[list[np.ndarray], list[np.ndarray],
     seg(*compiled)
     reference = [a.copy() for a in arrays]
     for call in seg.calls:
-        call.kernel(*[_value(s, reference) for s in call.slots])
+        call.kernel(*[slot_value(s, reference) for s in call.slots])
     return compiled, reference, seg
-
-
-def _value(slot: tuple, arrays: list) -> Any:
-    tag, value = slot
-    if tag == "a":
-        return arrays[value]
-    if tag == "l":
-        return [arrays[i] for i in value]
-    return value
 
 
 def compiled_calls(seg: Segment) -> int:
