@@ -85,14 +85,16 @@ def test_a_light_cnn_in_stage_mode_matches_one_host_and_sends_the_cut(cluster, l
         assert boundary == min(b for _, b in cuts)
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal((1, 3, 224, 224)).astype("float32") for _ in range(3)]
+    # the workers' processes run with Numba on (compiled segments) and this one with the
+    # suite's NumPy kernels: the same values up to float32 summation order
     with DistributedVM(exe, timeout=120) as dvm:
-        np.testing.assert_allclose(dvm(xs[0]), _single(exe, [xs[0]]), rtol=1e-6, atol=0)
+        np.testing.assert_allclose(dvm(xs[0]), _single(exe, [xs[0]]), rtol=1e-5, atol=1e-9)
         stats = dvm.stats()
         assert {h: s["received_bytes"] for h, s in stats.items()} == {"hostA": 0, "hostB": boundary}
         nodes = {h: ray.get(dvm.actor(h).node_id.remote(), timeout=30) for h in ("hostA", "hostB")}
         assert len(set(nodes.values())) == 2
         for x, out in zip(xs, dvm.run_many([(x,) for x in xs], in_flight=2)):
-            np.testing.assert_allclose(out, _single(exe, [x]), rtol=1e-6, atol=0)
+            np.testing.assert_allclose(out, _single(exe, [x]), rtol=1e-5, atol=1e-9)
         assert dvm.stats()["hostB"]["received_bytes"] == boundary * (1 + len(xs))
 
 
