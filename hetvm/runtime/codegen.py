@@ -214,7 +214,7 @@ class _Emitter:
                     slots.append(("i", value))
             calls.append(SegmentCall(pc, ins.op, dict(ins.attrs), self.ns[kern], tuple(slots)))
         where = f"function '{self.func.name}', pcs {pending[0][1]}-{pending[-1][1]}"
-        seg = self.bind(Segment(calls, len(arrays), where), "_S")
+        seg = self.bind(Segment(calls, where), "_S")
         self.lines.append((ind, f"{seg}({', '.join(arrays)})", pending[0][1]))
 
     def _tensor_registers(self) -> dict[int, Any]:

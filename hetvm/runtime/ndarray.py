@@ -194,9 +194,6 @@ def adopt(host: np.ndarray, dev: Device, allocator: Allocator | None = None) -> 
     ``vm._owned``): results never alias inputs."""
     if dev.kind != "cpu" or type(host) is not np.ndarray:
         return None
-    flags = host.flags
-    if not (flags.c_contiguous and flags.aligned) or not host.dtype.isnative:
-        return None
     try:
         np_dtype(host.dtype)
     except HetvmRuntimeError:
@@ -206,7 +203,8 @@ def adopt(host: np.ndarray, dev: Device, allocator: Allocator | None = None) -> 
 
 def adopt_checked(host: np.ndarray, dev: Device, allocator: Allocator | None = None) -> NDArray | None:
     """:func:`adopt` for an array whose dtype hetvm knows and a CPU ``dev``
-    (the caller checked both)."""
+    (the caller checked both): None unless it is C-contiguous, aligned and in
+    native byte order."""
     flags = host.flags
     if not (flags.c_contiguous and flags.aligned) or not host.dtype.isnative:
         return None

@@ -74,9 +74,8 @@ def enabled() -> bool:
 class Segment:
     """Callable of the segment's distinct array arguments, in slot order."""
 
-    def __init__(self, calls: Sequence[SegmentCall], n_args: int, where: str) -> None:
+    def __init__(self, calls: Sequence[SegmentCall], where: str) -> None:
         self.calls = list(calls)
-        self.n_args = n_args
         self.where = where
         #: ("k", call index, (), ()) a NumPy kernel, or ("g", compiled function,
         #: its argument indices, its call indices) a compiled stretch; made at the first call
@@ -95,19 +94,15 @@ class Segment:
                     if len(self.pieces) == 1 and kind == "g" and idx == tuple(range(len(args))):
                         self.whole = fn
             pieces = self.pieces
-        whole = self.whole
-        if whole is not None:  # one compiled function of every argument, in order
-            try:
-                whole(*args)
-                return
-            except Exception:  # noqa: BLE001 - handled on the general path below
-                pass
         for kind, fn, idx, ks in pieces:
             if kind == "k":
                 self._kernel(fn, args)
                 continue
             try:
-                fn(*[args[i] for i in idx])
+                if fn is self.whole:  # every argument, in order
+                    fn(*args)
+                else:
+                    fn(*[args[i] for i in idx])
             except TypeError as err:  # types not those compiled for: NumPy, call by call
                 if "No matching definition" not in str(err):
                     raise

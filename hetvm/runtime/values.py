@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import DeviceMismatchError, HetvmRuntimeError
 from .device import Device
-from .ndarray import NDArray, ShapeTuple, adopt, np_dtype
+from .ndarray import NDArray, ShapeTuple, adopt, adopt_checked, np_dtype
 from .ndarray import array as nd_array
 from .shapes import ShapeBinder
 
@@ -111,7 +111,6 @@ def param_checker(info: dict, what: str, device_of: Callable[[int], Device]) -> 
         return general
     if dtype is None or dev.kind != "cpu" or pattern is None:
         return general
-    from .ndarray import adopt_checked
 
     def check(value: Any, binder: ShapeBinder, convert: bool) -> Any:
         if convert and value.__class__ is np.ndarray and value.dtype is dtype:

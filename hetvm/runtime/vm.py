@@ -159,9 +159,7 @@ class VirtualMachine:
             if self.trace:
                 self._tls.call = outer_trace
                 self._last_events = call.events
-        out = _owned(out)
-        _seal(out)
-        return out
+        return _owned(out)
 
     def _enter(self, name: str, args: tuple, call: CallState, convert: bool = False) -> Any:
         """Runs ``name`` inside ``call``; ``convert``: NumPy arguments become tensors
@@ -346,21 +344,15 @@ def _int_or_zero(value: Any) -> int:
 
 
 def _owned(value: Any) -> Any:
-    """``value`` with every tensor over an input's own bytes (a NumPy argument
-    read in place, ``ndarray.adopt``) replaced by a copy: results never alias
-    the caller's arrays."""
+    """Returned tensors belong to the caller: no later Kill may release them, and
+    one over an input's own bytes (a NumPy argument read in place,
+    ``ndarray.adopt``) is replaced by a copy, so results never alias the
+    caller's arrays."""
     if value.__class__ is NDArray:
-        return value.copyto(value.device) if value.allocation.chunk is ADOPTED else value
+        if value.allocation.chunk is ADOPTED:
+            value = value.copyto(value.device)
+        value._killable = False
+        return value
     if isinstance(value, tuple) and not isinstance(value, ShapeTuple):
         return tuple(_owned(v) for v in value)
     return value
-
-
-def _seal(value: Any) -> None:
-    """Returned tensors belong to the caller: no later Kill may release them."""
-    if value.__class__ is NDArray:
-        value._killable = False
-    elif isinstance(value, tuple):
-        for v in value:
-            _seal(v)
-

@@ -45,7 +45,7 @@ def segment_of(calls: Sequence[Call]) -> tuple[Segment, list[np.ndarray]]:
             else:
                 slots.append(("i", a))
         seg_calls.append(SegmentCall(pc, op, dict(attrs), bind_kernel(op, "cpu", np, dict(attrs)), tuple(slots)))
-    return Segment(seg_calls, len(arrays), "test"), arrays
+    return Segment(seg_calls, "test"), arrays
 
 
 def run_both(calls: Sequence[Call]) -> tuple[list[np.ndarray], list[np.ndarray], Segment]:

@@ -237,7 +237,7 @@ def _value_segment(calls):
             else:
                 slots.append(("i", a))
         seg_calls.append(SegmentCall(pc, op, attrs, bind_kernel(op, "cpu", np, dict(attrs)), tuple(slots)))
-    return Segment(seg_calls, len(args), "test"), args
+    return Segment(seg_calls, "test"), args
 
 
 def test_values_known_at_run_time_are_read_as_the_kernels_read_them(numba_on):
