@@ -5,8 +5,10 @@ encoder built with ``onnx.helper`` (at batch 1 and 8), and with ``--corpus``
 each model of the exported corpus (tests/frontend/exported/, at the first
 setting of its manifest: batch 1), in one run:
 
-* hetvm's and ONNX Runtime's median latency, timed interleaved (one call of
-  each per round, so a load change on a shared machine hits both), with the
+* hetvm's and ONNX Runtime's median latency, timed interleaved (one timed call
+  of each per round, so a load change on a shared machine hits both; before
+  it, ``--settle`` seconds of untimed calls of the same runtime let the other's
+  spinning threads go quiet, see ``interleaved_medians``), with the
   same thread count (hetvm's thread budget for BLAS and generated kernels,
   ``intra_op_num_threads`` for ORT) and their ratio;
 * hetvm's memory: the planner's lower bound and planned bytes, and the peak the
@@ -16,6 +18,7 @@ setting of its manifest: batch 1), in one run:
 
     python benchmarks/onnx_models.py [--threads 2] [--repeat 5] [--batches 1,8]
                                      [--models squeezenet,encoder] [--corpus] [--stat min] [--clock cpu]
+                                     [--settle 0.1]
                                      [--devices cpu] [--ort-level all|extended|basic]
 
 ``--models ''`` with ``--corpus`` runs the corpus alone; a corpus model can also
@@ -217,16 +220,33 @@ def load_model(name: str, batch: int):
     return model, draw_inputs(entry, entry["settings"][0], 0)
 
 
-def interleaved_medians(fns: list, repeat: int, stat=statistics.median, clock=time.perf_counter) -> list[float]:
+def interleaved_medians(fns: list, repeat: int, stat=statistics.median, clock=time.perf_counter,
+                        settle: float = 0.0) -> list[float]:  # fmt: skip
     """Median (or ``stat``) seconds of each callable, timed one call of each per
     round (after warm-up rounds: pools, caches, CPython's specialisation of
-    generated code)."""
+    generated code).
+
+    ``settle`` > 0: before its timed call in a round, each callable runs untimed
+    for at least that many seconds (at least once). Why: a runtime's thread pool
+    keeps working after its call returns -- ONNX Runtime's workers spin for new
+    work, OpenBLAS's poll for about 0.1 s -- and on a machine with as many
+    cores as threads, the call timed right after it runs with a core taken
+    away. Measured at 2 threads on 2 cores: the encoder's hetvm call took 12-13
+    ms right after an ORT call, 5.6-6.0 ms after hetvm's own calls or next to an
+    ORT session that does not spin. Settling times each runtime as a server
+    that runs its own requests back to back sees it, while the rounds still
+    alternate, so a change of load hits both."""
     for fn in fns:
         for _ in range(3):
             fn()
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
         for fn, ts in zip(fns, times):
+            if settle > 0:
+                until = time.perf_counter() + settle
+                fn()
+                while time.perf_counter() < until:
+                    fn()
             t0 = clock()
             fn()
             ts.append(clock() - t0)
@@ -329,6 +349,9 @@ def main(argv: list[str] | None = None) -> None:
                          "(one thread only: both hetvm and ORT then run on the calling thread)")
     ap.add_argument("--ort-level", choices=ORT_LEVELS, default="all",
                     help="ORT graph optimisation level (all: ORT's default, with NCHWc; extended: without)")
+    ap.add_argument("--settle", type=float, default=0.1,
+                    help="seconds each runtime runs untimed before its timed call in a round, so the "
+                         "other's pool has gone quiet (0: strict call-by-call alternation)")
     args = ap.parse_args(argv)
 
     if args.clock == "cpu" and args.threads != 1:
@@ -344,7 +367,8 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError:
         has_ort = False
     print(f"hetvm vs ONNX Runtime (optimisation level {args.ort_level}), {args.threads} thread(s), "
-          f"{args.stat} of {args.repeat} interleaved calls ({args.clock} time), hetvm on {args.devices}")
+          f"{args.stat} of {args.repeat} interleaved calls ({args.clock} time, {args.settle:g} s settle), "
+          f"hetvm on {args.devices}")
     if not has_ort:
         print("(onnxruntime is not installed: ORT columns left out; pip install onnxruntime)")
     head = f"{'model':<24}{'batch':>5} {'hetvm ms':>10}"
@@ -374,7 +398,7 @@ def main(argv: list[str] | None = None) -> None:
                     print(f"{label} ORT failed: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
             try:
                 stat = min if args.stat == "min" else statistics.median
-                secs = interleaved_medians([h["call"]] + ([o["call"]] if o else []), args.repeat, stat, clock)
+                secs = interleaved_medians([h["call"]] + ([o["call"]] if o else []), args.repeat, stat, clock, args.settle)
             except Exception as err:  # noqa: BLE001
                 print(f"{label} run failed: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
                 continue
