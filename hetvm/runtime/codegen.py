@@ -475,6 +475,8 @@ class _Emitter:
                 sources.append(("a", f"d{value}"))  # same device: checked by the plan
             elif tag == "r" and value in self.direct.tuples:  # a list of direct views (checked too)
                 sources.append(("l", [f"d{r}" for r in self.direct.tuples[value]]))
+            elif tag == "r" and (fields := self._tensor_tuple(value, dev)) is not None:  # proven on dev
+                sources.append(("l", [f"r{value}[{i}]._data" for i in range(fields)]))
             elif tag == "r" and value in self.param_data and self.tensor_regs.get(value) is dev:
                 sources.append(("a", self.param_data[value]))
             elif tag == "r" and value in self.tensor_regs:
@@ -497,6 +499,27 @@ class _Emitter:
             self.pending_regs.update(v for t, v in ins.args if t == "r")
             return
         self.emit(ind, f"{kern}({', '.join(self._source_arg(s) for s in sources)})", pc)
+
+    def _tensor_tuple(self, reg: int, dev: Any) -> int | None:
+        """The field count of ``reg`` when it is defined once, by ``make_tuple`` of
+        registers that always hold a tensor on ``dev`` (a KV cache's ``(past,
+        new)``), or None: its fields then reach a kernel as arrays of their own,
+        which a segment compiles as a list argument (a run-time list it cannot)."""
+        defs: dict[int, list] | None = getattr(self, "_defs", None)
+        if defs is None:  # each register's defining calls, once per function
+            defs = self._defs = {}
+            for ins in self.func.instructions:
+                if isinstance(ins, Call) and ins.dst is not None:
+                    defs.setdefault(ins.dst, []).append(ins)
+        found = defs.get(reg, [])
+        if reg < len(self.func.params) or len(found) != 1:
+            return None
+        if found[0].func != BUILTIN_PREFIX + "make_tuple" or found[0].func in self.state.exe.functions:
+            return None
+        fields = found[0].args
+        if not fields or not all(tag == "r" and self.tensor_regs.get(v) is dev for tag, v in fields):
+            return None
+        return len(fields)
 
     def _source_arg(self, source: tuple[str, Any]) -> str:
         tag, value = source
