@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from hetvm.kernels import codegen_numba  # noqa: E402
 from hetvm.kernels.registry import bind_kernel  # noqa: E402
 from hetvm.kernels.segment_emit import conv as seg_conv  # noqa: E402
-from hetvm.testing.segment_check import _segment  # noqa: E402
+from hetvm.testing.segment_check import segment_of  # noqa: E402
 
 # (model, activation, data NCHW, weight OIHW, strides, padding, groups, residual)
 CORPUS = [
@@ -122,7 +122,7 @@ def main() -> None:
             op, attrs, args = _call(row)
             kernel = bind_kernel(op, "cpu", np, dict(attrs))
             codegen_numba._MODULES.clear()  # rows of one source: each its own compile (see the report)
-            seg, arrays = _segment([(op, attrs, args)])
+            seg, arrays = segment_of([(op, attrs, args)])
             seg(*arrays)  # plans and compiles
             if seg.pieces is None or seg.pieces[0][0] != "g":
                 print(f"{row[0]:28} not compiled")

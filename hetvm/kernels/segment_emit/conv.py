@@ -25,7 +25,7 @@ what the NumPy kernel writes (the memory planner never plans that; a caller may)
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from . import FLOATS, Arg, Arr, Lines, literal, register
 
@@ -177,14 +177,14 @@ def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
             f"if {R}.shape[0] != N or {R}.shape[1] != O or {R}.shape[2] != OH or {R}.shape[3] != OW:",
             f"    raise ValueError('{op}: the residual is not the output shape')",
         ]
-    # the output is written only after the data and the weights were read in
-    # full, from the bias's copy, and from the residual or a copy of it where
-    # it shares bytes with the output: an output that overlaps an input (the
-    # planner never plans one, a caller may) gets what NumPy's kernel writes
-    if has_residual:
-        lines += _unaliased([("r", R, 4)], out)
-    if has_bias:
-        lines.append(f"b = {B}.copy()")
+    # the loops write the output per block of channels while still reading the
+    # weights (and, unpadded, the data in place): an input that shares bytes with
+    # the output (the planner never plans one, a caller may) is read from a copy,
+    # so the output gets what NumPy's kernel writes
+    direct = pads == (0, 0, 0, 0) and strides == (1, 1)
+    ins = [("wk", Wt, 4)] + ([("xd", X, 4)] if direct else [])
+    ins += ([("b", B, 1)] if has_bias else []) + ([("r", R, 4)] if has_residual else [])
+    lines += _unaliased(ins, out)
     pb, pr = pads[2], pads[3]
     # the images are copied into zero-padded planes per channel and stride phase
     # (padded cell (y, x) in phase (y % s0, x % s1) at (y // s0) * Wq + x // s1):
@@ -192,23 +192,84 @@ def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
     # output (oy, ox) sitting at oy * Wq + ox, so a tap is one contiguous
     # multiply-add loop over the plane (its columns past OW unused). The
     # padding zeros are multiplied as in the NumPy kernels (a non-finite weight
-    # meeting them gives NaN there too).
-    lines += [
-        f"Og = O // {G}",
-        f"Hp, Wp = H + {pt + pb}, W + {pl + pr}",
-        f"Hq, Wq = (Hp + {s0 - 1}) // {s0}, (Wp + {s1 - 1}) // {s1}",
-        f"xq = np.zeros((N, C, {s0 * s1}, Hq * Wq), np.{dtype})",
-        "L = (OH - 1) * Wq + OW",
+    # meeting them gives NaN there too). Unpadded with stride 1 the plane is the
+    # image itself (no copy where it is C-contiguous).
+    lines += [f"Og = O // {G}"]
+    if direct:
+        lines += ["Wq = W", "xq = np.ascontiguousarray(xd).reshape(N, C, 1, H * W)"]
+    else:
+        lines += [
+            f"Hp, Wp = H + {pt + pb}, W + {pl + pr}",
+            f"Hq, Wq = (Hp + {s0 - 1}) // {s0}, (Wp + {s1 - 1}) // {s1}",
+            f"xq = np.zeros((N, C, {s0 * s1}, Hq * Wq), np.{dtype})",
+            "for n in range(N):",
+            "    for c in range(C):",
+            "        xp = xq[n, c]",
+            "        for iy in range(H):",
+            f"            y = iy + {pt}",
+            f"            ph = (y % {s0}) * {s1}",
+            f"            ry = (y // {s0}) * Wq",
+            f"            src = {X}[n, c, iy]",
+        ]
+        if s1 == 1:
+            lines += [f"            dst = xp[ph, ry + {pl}:]", "            for ix in range(W):",
+                      "                dst[ix] = src[ix]"]  # fmt: skip
+        else:
+            lines += ["            for ix in range(W):", f"                xx = ix + {pl}",
+                      f"                xp[ph + xx % {s1}, ry + xx // {s1}] = src[ix]"]  # fmt: skip
+    lines.append("L = (OH - 1) * Wq + OW")
+
+    def epilogue(row: str, o: str, pad: str) -> Lines:
+        """Output channel ``o`` from its sums ``row``: bias, residual, ReLU."""
+        return [pad + ln for ln in [
+            f"bo = b[{o}]" if has_bias else "",
+            "for oy in range(OH):",
+            f"    ar = {row}[oy * Wq:]",
+            "    for ox in range(OW):",
+            "        v = ar[ox]",
+            "        v = v + bo" if has_bias else "",
+            f"        v = v + r[n, {o}, oy, ox]" if has_residual else "",
+            "        if v < 0:  # NaN stays NaN" if activation == "relu" else "",
+            f"            v = {zero}" if activation == "relu" else "",
+            f"        {out}[n, {o}, oy, ox] = v",
+        ] if ln]  # fmt: skip
+
+    lines += _tap_loops(G, strides, dilation, weight.shape, dtype, epilogue)  # type: ignore[union-attr]
+    return [ln for ln in lines if ln]
+
+
+#: taps unrolled into one loop over the plane: every (input channel, tap) of a
+#: group where they are at most this many, else the window's taps where they are
+#: at most UNROLL_TAPS, else one row of the window
+UNROLL_ALL = 32
+UNROLL_TAPS = 25
+#: output channels accumulated together a pass (each input value loaded once for
+#: them), fewer where their weights would pass WEIGHT_REGISTERS
+CHANNEL_BLOCK = 4
+WEIGHT_REGISTERS = 64
+
+
+def _tap_loops(G: int, strides, dilation, wshape: Sequence[int] | None, dtype: str,
+               epilogue: Callable[[str, str, str], Lines]) -> Lines:  # fmt: skip
+    """The loops summing every tap's products over the phase planes ``xq`` and
+    writing each output channel through ``epilogue``.
+
+    Why this shape: a tap's products are one contiguous multiply-add over the
+    plane, but a loop per (output channel, input channel, tap) costs its set-up
+    and its vector remainder on rows of a few hundred, and loads and stores the
+    accumulator for one multiply each. So where the weight's shape is the first
+    call's (another runs the plain loop at the end) the taps (every input
+    channel's and tap's where few, else the window's or one row's) are written
+    out inside one loop over the plane, for ``CHANNEL_BLOCK`` output channels at
+    once: each input value is loaded once for all of them and each sum once for
+    all taps, into a scratch of a few rows that stays in cache. The sums run in
+    the plain loop's order (input channel, tap row, tap column), so both paths
+    give the same bits."""
+    s0, s1 = strides
+    d0, d1 = dilation
+    zero = literal(0, dtype)
+    plain = [
         f"acc = np.zeros((N, O, L), np.{dtype})",
-        "for n in range(N):",
-        "    for c in range(C):",
-        "        for iy in range(H):",
-        f"            y = iy + {pt}",
-        f"            ph = (y % {s0}) * {s1}",
-        f"            ry = (y // {s0}) * Wq",
-        "            for ix in range(W):",
-        f"                xx = ix + {pl}",
-        f"                xq[n, c, ph + xx % {s1}, ry + xx // {s1}] = {X}[n, c, iy, ix]",
         "for n in range(N):",
         "    for o in range(O):",
         "        c0 = (o // Og) * Cg",
@@ -218,25 +279,76 @@ def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
         f"                ty = ky * {d0}",
         "                for kx in range(KW):",
         f"                    tx = kx * {d1}",
-        f"                    wv = {Wt}[o, c, ky, kx]",
+        "                    wv = wk[o, c, ky, kx]",
         # a slice: the loop's index is then provably >= 0, so no wraparound select stops vectorising
         f"                    xs = xq[n, c0 + c, (ty % {s0}) * {s1} + tx % {s1}, (ty // {s0}) * Wq + tx // {s1}:]",
         "                    for p in range(L):",
         "                        ao[p] += wv * xs[p]",
-        "for n in range(N):",
-        "    for o in range(O):",
-        "        bo = b[o]" if has_bias else "",
-        "        for oy in range(OH):",
-        "            ar = acc[n, o, oy * Wq:]",
-        "            for ox in range(OW):",
-        "                v = ar[ox]",
-        "                v = v + bo" if has_bias else "",
-        "                v = v + r[n, o, oy, ox]" if has_residual else "",
-        "                if v < 0:  # NaN stays NaN" if activation == "relu" else "",
-        f"                    v = {zero}" if activation == "relu" else "",
-        f"                {out}[n, o, oy, ox] = v",
+        *epilogue("ao", "o", "        "),
     ]
-    return [ln for ln in lines if ln]
+    if wshape is None or len(wshape) != 4 or min(wshape) < 1 or wshape[0] % G:
+        return plain
+    o0, cg0, kh0, kw0 = (int(v) for v in wshape)
+    if cg0 * kh0 * kw0 <= UNROLL_ALL:
+        level, guard = "all", f"Cg == {cg0} and KH == {kh0} and KW == {kw0}"
+        taps = [(c, ky, kx) for c in range(cg0) for ky in range(kh0) for kx in range(kw0)]
+    elif kh0 * kw0 <= UNROLL_TAPS:
+        level, guard = "window", f"KH == {kh0} and KW == {kw0}"
+        taps = [(None, ky, kx) for ky in range(kh0) for kx in range(kw0)]
+    else:
+        level, guard = "row", f"KW == {kw0}"
+        taps = [(None, None, kx) for kx in range(kw0)]
+    block = max(1, min(CHANNEL_BLOCK, o0 // G, WEIGHT_REGISTERS // len(taps)))
+
+    def pass_of(ob: int) -> Lines:
+        """One pass of ``ob`` output channels from ``o`` on."""
+        body: Lines = []
+        pad = ""
+        if level != "all":
+            body += [f"q[:{ob}] = {zero}", "for c in range(Cg):"]
+            pad = "    "
+        if level == "row":
+            body += [pad + "for ky in range(KH):", pad + f"    ty = ky * {d0}"]
+            pad += "    "
+        for j, (c, ky, kx) in enumerate(taps):
+            tx = kx * d1
+            if ky is not None:
+                ty = ky * d0
+                plane, off = f"{(ty % s0) * s1 + tx % s1}", f"{ty // s0} * Wq + {tx // s1}"
+            else:
+                plane, off = f"(ty % {s0}) * {s1} + {tx % s1}", f"(ty // {s0}) * Wq + {tx // s1}"
+            cc = "c" if c is None else f"{c}"
+            body.append(pad + f"xs{j} = xq[n, c0 + {cc}, {plane}, {off}:]")
+            body += [pad + f"w{k}_{j} = wk[o + {k}, {cc}, {'ky' if ky is None else ky}, {kx}]" for k in range(ob)]
+        body.append(pad + "for p in range(L):")
+        inner = [f"v{k} = {zero}" if level == "all" else f"v{k} = q{k}[p]" for k in range(ob)]
+        for j in range(len(taps)):
+            inner.append(f"t = xs{j}[p]")
+            inner += [f"v{k} = v{k} + w{k}_{j} * t" for k in range(ob)]
+        inner += [f"q{k}[p] = v{k}" for k in range(ob)]
+        body += [pad + "    " + ln for ln in inner]
+        body += ["for k in range(" + str(ob) + "):", "    qk = q[k]", "    ok = o + k"]
+        body += epilogue("qk", "ok", "    ")
+        return body + [f"o += {ob}"]
+
+    lines = [
+        f"if {guard}:",
+        f"    q = np.empty(({block}, L), np.{dtype})",
+        *(f"    q{k} = q[{k}]" for k in range(block)),
+        "    for n in range(N):",
+        f"        for g in range({G}):",
+        "            c0 = g * Cg",
+        "            o = g * Og",
+        "            oe = o + Og",
+    ]
+    if block > 1:
+        lines.append(f"            while o + {block} <= oe:")
+        lines += ["                " + ln for ln in pass_of(block)]
+    lines.append("            while o < oe:")
+    lines += ["                " + ln for ln in pass_of(1)]
+    lines.append("else:")
+    lines += ["    " + ln for ln in plain]
+    return lines
 
 
 for _op in _CONV_OPS:

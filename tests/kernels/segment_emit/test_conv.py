@@ -102,6 +102,71 @@ def test_a_non_contiguous_input_and_an_output_sharing_the_residuals_bytes(numba_
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
 
 
+def test_every_unrolled_form_and_channel_remainder_match_the_numpy_kernels(numba_on):
+    # the loops unroll every (input channel, tap) of a group where few, else the
+    # window, else one row of it, for blocks of output channels with a remainder
+    x = rand(2, 6, 11, 10)
+    x[1, 2, 3, 4] = np.nan
+    calls = [
+        # a 7x7 window (unrolled a row at a time), strided and dilated: 11 output
+        # channels are two blocks and a remainder of 3
+        conv_call("nn.conv2d_bias_act", x, rand(11, 6, 7, 7), strides=(2, 1), padding=(3, 3, 2, 4),
+                  dilation=(1, 2), activation="relu"),  # fmt: skip
+        # a 3x3 window over 6 channels (54 taps: the window unrolled), 5 outputs, residual
+        conv_call("nn.conv2d_bias_add_act", x, rand(5, 6, 3, 3), padding=(1, 1, 1, 1), residual=True,
+                  activation="relu"),  # fmt: skip
+        # 1x1 without padding, stride 1: the image itself is the plane; 7 outputs
+        conv_call("nn.conv2d_bias_act", x, rand(7, 6, 1, 1)),
+        # 2x2 over 3 channels a group, no padding, 2 groups of 5 outputs
+        conv_call("nn.conv2d", x, rand(10, 3, 2, 2), groups=2),
+        # depthwise 5x5 stride 2 (25 taps, all unrolled)
+        conv_call("nn.conv2d_bias_act", x, rand(6, 1, 5, 5), strides=(2, 2), padding=(2, 2, 2, 2), groups=6),
+    ]
+    assert_segment_matches(calls, rtol=1e-4, atol=1e-5)
+
+
+def test_a_later_call_with_another_weight_shape_runs_the_plain_loop(numba_on):
+    attrs = {"strides": [1, 1], "padding": [1, 1, 1, 1], "dilation": [1, 1], "groups": 1, "activation": "relu"}
+    first = [rand(1, 4, 6, 6), rand(4, 4, 3, 3), rand(4), np.empty((1, 4, 6, 6), np.float32)]
+    seg, arrays = segment_of([("nn.conv2d_bias_act", attrs, first)])
+    seg(*arrays)
+    assert compiled_calls(seg) == 1
+    kernel = bind_kernel("nn.conv2d_bias_act", "cpu", np, dict(attrs))
+    for c, o, k, side in [(4, 4, 5, 4), (3, 6, 3, 5), (8, 2, 1, 6)]:  # window, channels, both
+        h = side - 2 + k - 1  # padding 1 a side
+        later = [rand(2, c, h, h), rand(o, c, k, k), rand(o), np.empty((2, o, side, side), np.float32)]
+        want = np.empty_like(later[-1])
+        kernel(*later[:-1], want)
+        seg(*later)
+        np.testing.assert_allclose(later[-1], want, rtol=1e-4, atol=1e-5)
+
+
+def test_an_output_sharing_the_data_or_the_weights_bytes_gets_the_numpy_kernels_result(numba_on):
+    # unpadded stride 1 reads the image in place while writing the output per
+    # block of channels; the weights are read all along: either overlapping the
+    # output (the planner never plans that) is read from a copy
+    attrs = {"strides": [1, 1], "padding": [0, 0, 0, 0], "dilation": [1, 1], "groups": 1, "activation": "none"}
+    kernel = bind_kernel("nn.conv2d_bias_act", "cpu", np, dict(attrs))
+    buf = rand(1, 10, 5, 5)
+    x, out = buf[:, :8], buf[:, 2:]  # channels 2..7 shared
+    w, b = rand(8, 8, 1, 1), rand(8)
+    want = np.empty(out.shape, np.float32)
+    kernel(x.copy(), w, b, want)
+    seg, arrays = segment_of([("nn.conv2d_bias_act", attrs, [x, w, b, out])])
+    seg(*arrays)
+    assert compiled_calls(seg) == 1
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+    wbuf = rand(1, 4, 4, 4)
+    x2, out2 = rand(1, 4, 4, 4), wbuf
+    w2 = wbuf.reshape(4, 4, 4, 1)[:, :, :1]  # (4, 4, 1, 1), strided, inside the output's bytes
+    want2 = np.empty(out2.shape, np.float32)
+    kernel(x2, w2.copy(), b[:4], want2)
+    seg2, arrays2 = segment_of([("nn.conv2d_bias_act", attrs, [x2, w2, b[:4].copy(), out2])])
+    seg2(*arrays2)
+    assert compiled_calls(seg2) == 1
+    np.testing.assert_allclose(out2, want2, rtol=1e-4, atol=1e-5)
+
+
 def test_pools_match_the_numpy_kernels(numba_on):
     x = rand(2, 3, 9, 8)
     x[0, 0, 1, 1] = np.nan
