@@ -219,6 +219,78 @@ def _static_dims(shape: Any) -> tuple[int, ...] | None:
     return tuple(shape)
 
 
+def static_alloc_storage(b: Builtins, device_index: Any, scope: Any = "global",
+                         dtype: Any = "uint8") -> Callable | None:  # fmt: skip
+    """``alloc_storage(call, size, device_index, scope, dtype)`` with all but the
+    size fixed: the device's index, the item size and the scope are checked
+    once, at load; a call only multiplies out the size (the arena of every
+    call, and each output's block)."""
+    if type(device_index) is not int or not 0 <= device_index < len(b.state.devices):
+        return None
+    try:
+        itemsize = np_dtype(dtype).itemsize
+    except HetvmRuntimeError:
+        return None
+    scope = scope if isinstance(scope, str) else "global"
+    general = b.alloc_storage
+
+    def alloc_storage(call: CallState, size: Any) -> Storage:
+        n = itemsize
+        for d in size:
+            if d.__class__ is not int or d < 0:
+                return general(call, size, device_index, scope, dtype)  # it says what is wrong
+            n *= d
+        return Storage(call.alloc(device_index, n), scope)
+
+    return alloc_storage
+
+
+def static_alloc_tensor_at(b: Builtins, offset: Any, dtype: Any) -> Callable | None:
+    """``alloc_tensor(storage, offset, shape, dtype)`` with the offset and dtype
+    fixed and the shape a run-time value (a symbolic output's tensor)."""
+    if type(offset) is not int or offset < 0:
+        return None
+    try:
+        dt = np_dtype(dtype)
+    except HetvmRuntimeError:
+        return None
+    itemsize = dt.itemsize
+    general = b.alloc_tensor
+
+    def alloc_tensor(storage: Any, shape: Any) -> NDArray:
+        if storage.__class__ is Storage and shape.__class__ in (ShapeTuple, tuple):
+            block = storage.allocation
+            end = itemsize
+            for d in shape:
+                if d.__class__ is not int or d < 0:
+                    break
+                end *= d
+            else:
+                end += offset
+                if end <= block.nbytes and not block.freed:
+                    data = block.buffer[offset:end].view(dt).reshape(shape)
+                    return NDArray(data, block.allocator.device, block, offset)
+        return general(storage, offset, shape, dtype)
+
+    return alloc_tensor
+
+
+def static_arena_plan(b: Builtins, key: Any, names: Any) -> Callable | None:
+    """``arena_plan(key, names, env)`` with its arena fixed (looked up once)."""
+    if not (isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key)):
+        return None
+    if not isinstance(names, (list, tuple)):
+        return None
+    bindings = b.state.exe.specialiser().bindings
+    function, arena = key
+    names = tuple(names)
+
+    def arena_plan(env: dict) -> None:
+        env.update(zip(names, bindings(function, arena, env)))
+
+    return arena_plan
+
+
 def static_alloc_tensor(b: Builtins, offset: Any, shape: Any, dtype: Any) -> Callable | None:
     """``alloc_tensor(storage, offset, shape, dtype)`` with the last three fixed."""
     dims = _static_dims(shape)

@@ -30,7 +30,13 @@ from ..errors import DeviceMismatchError, HetvmRuntimeError
 from ..ir.op_registry import missing_part
 from ..kernels.registry import bind_kernel, has_kernel
 from ..kernels.view_kernels import view_kernel
-from .builtins import static_alloc_tensor, static_view
+from .builtins import (
+    static_alloc_storage,
+    static_alloc_tensor,
+    static_alloc_tensor_at,
+    static_arena_plan,
+    static_view,
+)
 from .bytecode import (
     BUILTIN_PREFIX,
     Call,
@@ -390,6 +396,11 @@ class _Emitter:
         if special is not None:
             self.emit(ind, f"{dst}{self.bind(special, '_A')}({self.arg(ins.args[0])})", pc)
             return
+        partial = self.partly_static_builtin(name, ins)
+        if partial is not None:
+            fn, text_args = partial
+            self.emit(ind, f"{dst}{self.bind(fn, '_P')}({', '.join(text_args)})", pc)
+            return
         viewer = view_kernel(ins.func)
         kinds = (None,) + viewer.arg_kinds if viewer is not None else _ARG_KINDS.get(name, ())
         args = [self.arg(a, kinds[i] if i < len(kinds) else None) for i, a in enumerate(ins.args)]
@@ -447,6 +458,25 @@ class _Emitter:
             return static_alloc_tensor(b, *vals)
         if view_kernel(ins.func) is not None:
             return static_view(b, ins.func, vals)
+        return None
+
+    def partly_static_builtin(self, name: str, ins: Call) -> tuple[Callable, list[str]] | None:
+        """A load-time specialisation of a builtin a call runs every time, whose
+        immediates are fixed and whose other arguments stay run-time values:
+        (the callable, the source of its arguments), or None (see
+        ``builtins.static_alloc_storage`` and its neighbours)."""
+        args = ins.args
+        b = self.state.builtins
+        if name == "alloc_storage" and 2 <= len(args) <= 4 and all(t == "i" for t, _ in args[1:]):
+            fn = static_alloc_storage(b, *[v for _, v in args[1:]])
+            return (fn, ["C", self.arg(args[0], "shape")]) if fn is not None else None
+        if name == "alloc_tensor" and len(args) == 4 and args[1][0] == "i" and args[3][0] == "i" \
+                and args[2][0] == "r":  # fmt: skip
+            fn = static_alloc_tensor_at(b, args[1][1], args[3][1])
+            return (fn, [self.arg(args[0]), self.arg(args[2])]) if fn is not None else None
+        if name == "arena_plan" and len(args) == 2 and all(t == "i" for t, _ in args):
+            fn = static_arena_plan(b, args[0][1], args[1][1])
+            return (fn, ["E"]) if fn is not None else None
         return None
 
     def kernel_call(self, pc: int, ins: KernelCall, ind: int) -> None:

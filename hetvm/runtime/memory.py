@@ -202,7 +202,16 @@ class Allocator:
         a NumPy input that the VM reads in place instead of copying: counted as
         the copy was (``bytes_in_use``, ``peak_bytes``, an ``alloc`` event), but
         never pooled, poisoned or given to the device when it is freed."""
-        return self._counted(int(buffer.nbytes), lambda n: Allocation(buffer, n, self, ADOPTED))
+        nbytes = buffer.nbytes
+        if self.on_event is not None:  # tracing: the books with the event, re-entry safe
+            return self._counted(nbytes, lambda n: Allocation(buffer, n, self, ADOPTED))
+        block = Allocation(buffer, nbytes, self, ADOPTED)
+        with self._lock:  # _counted's books, written out: one per NumPy input of every call
+            self.alloc_calls += 1
+            self.bytes_in_use += nbytes
+            if self.bytes_in_use > self.peak_bytes:
+                self.peak_bytes = self.bytes_in_use
+        return block
 
     def _counted(self, nbytes: int, make: Callable[[int], Allocation]) -> Allocation:
         """``make(nbytes)`` under the lock, with the books (calls, bytes in use,

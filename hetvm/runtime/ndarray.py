@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -211,6 +211,22 @@ def adopt_checked(host: np.ndarray, dev: Device, allocator: Allocator | None = N
     allocator = allocator if allocator is not None else default_allocator(dev)
     buffer = host.reshape(-1).view(np.uint8) if host.size else np.empty(0, np.uint8)
     return NDArray(host, dev, allocator.adopt(buffer), 0)
+
+
+def adopter_for(dev: Device) -> Callable[[np.ndarray], NDArray | None]:
+    """:func:`adopt_checked` for one CPU device, its allocator looked up once
+    (a parameter's check at VM load): what every call does per NumPy input."""
+    allocator = default_allocator(dev)
+    counted = allocator.adopt
+
+    def adopt_on(host: np.ndarray) -> NDArray | None:
+        flags = host.flags
+        if not (flags.c_contiguous and flags.aligned) or not host.dtype.isnative:
+            return None
+        buffer = host.reshape(-1).view(np.uint8) if host.size else np.empty(0, np.uint8)
+        return NDArray(host, dev, counted(buffer), 0)
+
+    return adopt_on
 
 
 def array(data: Any, dev: Device | None = None) -> NDArray:

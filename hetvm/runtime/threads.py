@@ -188,24 +188,54 @@ def numba_parallel_ok() -> bool:
 
 def _numba_enter(threads: int) -> int | None:
     """Caps this thread's Numba parallel loops; returns what to restore (None: nothing)."""
-    numba = sys.modules.get("numba")
-    if numba is None or not hasattr(numba, "set_num_threads"):
+    pair = _numba_pair()
+    if pair is None:
         return None
-    try:
-        had = numba.get_num_threads()
-        want = min(threads, numba.config.NUMBA_NUM_THREADS)
-        if want == had:
-            return None  # nothing to put back
-        numba.set_num_threads(want)
-        return had
-    except Exception as err:  # noqa: BLE001 - no threading layer: generated kernels run serial
-        log.info("numba thread cap not applied: %s", err)
-        return None
+    get, put, most = pair
+    want = min(threads, most)
+    had = get()
+    if want == had:
+        return None  # nothing to put back
+    put(want)
+    return had
 
 
 def _numba_exit(had: int | None) -> None:
     if had is None:
         return
+    pair = _numba_pair()
+    if pair is not None and pair[0]() != had:
+        pair[1](had)
+
+
+_numba_fast: tuple | None = None  # (get, set, NUMBA_NUM_THREADS) once Numba's pool is up
+
+
+def _numba_pair() -> tuple | None:
+    """This thread's Numba thread count getter and setter, and the pool's size;
+    None where Numba is not imported or has no threading layer.
+
+    Why not ``numba.get_num_threads`` / ``set_num_threads``: each takes two
+    locks to check that the pool was launched and validates its argument, and
+    with four of them a budget cost a call 10 us (a small model's call is
+    about 100). Once the pool is launched, the layer's own per-thread getter and
+    setter are what those call; they are looked up once."""
+    global _numba_fast
+    if _numba_fast is not None:
+        return _numba_fast
     numba = sys.modules.get("numba")
-    if numba is not None and numba.get_num_threads() != had:
-        numba.set_num_threads(had)
+    if numba is None or not hasattr(numba, "set_num_threads"):
+        return None
+    try:
+        numba.get_num_threads()  # launches the pool (once)
+        from numba.np.ufunc import parallel
+
+        get, put = parallel._get_num_threads, parallel._set_num_threads
+        most = int(numba.config.NUMBA_NUM_THREADS)
+        if not (callable(get) and callable(put)):
+            raise RuntimeError("the threading layer has no thread count functions")
+    except Exception as err:  # noqa: BLE001 - no threading layer: generated kernels run serial
+        log.info("numba thread cap not applied: %s", err)
+        return None
+    _numba_fast = (get, put, most)
+    return _numba_fast

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import DeviceMismatchError, HetvmRuntimeError
 from .device import Device
-from .ndarray import NDArray, ShapeTuple, adopt, adopt_checked, np_dtype
+from .ndarray import NDArray, ShapeTuple, adopt, adopt_checked, adopter_for, np_dtype
 from .ndarray import array as nd_array
 from .shapes import ShapeBinder
 
@@ -90,12 +90,19 @@ def check_value(
     )
 
 
-def param_checker(info: dict, what: str, device_of: Callable[[int], Device]) -> Callable[..., Any]:
+def param_checker(info: dict, what: str, device_of: Callable[[int], Device],
+                  bounds: dict | None = None) -> Callable[..., Any]:  # fmt: skip
     """``check(value, binder, convert)``: :func:`check_value` for one parameter,
     with what it looks up made once (at VM load) and a short path for the input
     a caller passes most: a NumPy array of the parameter's dtype for a CPU
     tensor parameter, read in place. Anything else takes :func:`check_value`,
-    so errors and conversions are the same."""
+    so errors and conversions are the same.
+
+    The short path checks the shape against a plan made here: each dimension is
+    a number to compare or a variable to bind (within its ``bounds``, the
+    function's ``sym_bounds``). A dimension that is an expression, or any
+    mismatch, takes the general path, which binds the same way and says what
+    is wrong."""
 
     def general(value: Any, binder: ShapeBinder, convert: bool) -> Any:
         return check_value(value, info, binder, what, device_of, convert)
@@ -111,17 +118,64 @@ def param_checker(info: dict, what: str, device_of: Callable[[int], Device]) -> 
         return general
     if dtype is None or dev.kind != "cpu" or pattern is None:
         return general
+    plan = _dims_plan(pattern, bounds or {})
+    if plan is None:  # an expression among the dims: the binder evaluates it
+        def check_binder(value: Any, binder: ShapeBinder, convert: bool) -> Any:
+            if convert and value.__class__ is np.ndarray and value.dtype is dtype:
+                binder.bind_dims(what, pattern, value.shape)
+                out = adopt_checked(value, dev)
+                if out is not None:
+                    out._killable = False
+                    return out
+            return general(value, binder, convert)
+
+        return check_binder
+    ndim = len(pattern)
+    adopter = adopter_for(dev)
 
     def check(value: Any, binder: ShapeBinder, convert: bool) -> Any:
         if convert and value.__class__ is np.ndarray and value.dtype is dtype:
-            binder.bind_dims(what, pattern, value.shape)
-            out = adopt_checked(value, dev)
-            if out is not None:
-                out._killable = False
-                return out
+            shape = value.shape
+            if len(shape) == ndim:
+                env = binder.env
+                for i, want, lo, hi in plan:
+                    g = shape[i]
+                    if want.__class__ is int:
+                        if g != want:
+                            break
+                    else:
+                        have = env.get(want)
+                        if have is None:
+                            if g < lo or (hi is not None and g > hi):
+                                break
+                            env[want] = g
+                        elif have != g:
+                            break
+                else:
+                    out = adopter(value)
+                    if out is not None:
+                        out._killable = False
+                        return out
         return general(value, binder, convert)
 
     return check
+
+
+def _dims_plan(pattern: list, bounds: dict) -> list[tuple] | None:
+    """(index, number or variable name, lower bound, upper bound) per dimension
+    of a parameter's shape pattern; None if one is an expression."""
+    plan = []
+    for i, p in enumerate(pattern):
+        if type(p) is int:
+            plan.append((i, p, 0, None))
+        elif isinstance(p, list) and len(p) == 2 and p[0] == "var" and isinstance(p[1], str):
+            bound = bounds.get(p[1]) or ()
+            lo = bound[0] if len(bound) > 0 and bound[0] is not None else -(1 << 63)
+            hi = bound[1] if len(bound) > 1 else None
+            plan.append((i, p[1], lo, hi))
+        else:
+            return None
+    return plan
 
 
 def _check_tensor(value, info, binder, what, device_of, convert) -> NDArray:

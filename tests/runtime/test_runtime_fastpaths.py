@@ -162,9 +162,10 @@ def test_specialised_builtins_are_used_and_kernels_read_views_directly():
     )
     vm = hetvm.VirtualMachine(reshape_exe(extra=extra, nregs=5))
     src = vm.source("main")
-    # alloc_tensor and reshape: bound closures; only alloc_storage is the general builtin;
-    # r4, read only by a kernel, is a direct view carved with its storage (no NDArray)
-    assert src.count("= _A") == 2 and src.count("= _B") == 1
+    # alloc_tensor and reshape: bound closures; alloc_storage: its size-only closure
+    # (no general builtin left); r4, read only by a kernel, is a direct view carved
+    # with its storage (no NDArray)
+    assert src.count("= _A") == 2 and src.count("= _P") == 1 and "= _B" not in src
     assert src.count("d4, = _V") == 1 and "kill(r4)" not in src
     assert "r3._data, d4" in src  # a reshape's device is its source's
     vm["main"](np.zeros((2, 6), F32))
@@ -378,3 +379,84 @@ def test_numpy_inputs_are_read_in_place_and_results_never_alias_them():
     del held, same, doubled
     assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
     np.testing.assert_array_equal(x, before)  # dropping them leaves the caller's bytes alone
+
+
+# -- symbolic entry checks and size-only builtins ------------------------------------------
+N = ["var", "n"]
+
+
+def symbolic_exe(bounds=None, second=None):
+    """exp(x) of x: (n, 4) into a block sized at run time (alloc_storage and
+    alloc_tensor with a run-time shape: their size-only closures); a second
+    parameter of shape ``second`` when given."""
+    params = [{"kind": "tensor", "shape": [N, 4], "dtype": F32, "device": 0}]
+    names = ["x"]
+    if second is not None:
+        params.append({"kind": "tensor", "shape": second, "dtype": F32, "device": 0})
+        names.append("y")
+    k = len(params)
+    instrs = [
+        Call(k, B + "make_shape", (imm([["mul", N, 16]]),)),
+        Call(k + 1, B + "alloc_storage", (r(k), imm(0), imm("global"))),
+        Call(k + 2, B + "make_shape", (imm([N, 4]),)),
+        Call(k + 3, B + "alloc_tensor", (r(k + 1), imm(0), r(k + 2), imm(F32))),
+        Kill(k + 1),
+        KernelCall("exp", {}, 0, (r(0), r(k + 3)), 1),
+        Ret(k + 3),
+    ]
+    func = VMFunction("main", names, params, k + 4, instrs, dict(bounds or {}))
+    return Executable(CPU, [], {"main": func})
+
+
+def test_size_only_builtins_run_a_symbolic_block_and_match_the_general_path():
+    vm = hetvm.VirtualMachine(symbolic_exe())
+    src = vm.source("main")
+    assert src.count("= _P") == 2 and "= _B" not in src, src
+    for n in (1, 3, 0):
+        x = np.arange(4 * n, dtype=F32).reshape(n, 4) / 7
+        np.testing.assert_allclose(vm["main"](x).numpy(), np.exp(x), rtol=1e-6)
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
+
+
+def test_a_bound_or_shape_mismatch_takes_the_general_check_and_its_error():
+    vm = hetvm.VirtualMachine(symbolic_exe(bounds={"n": [2, 5]}, second=[N, 4]))
+    ok = np.ones((3, 4), F32)
+    np.testing.assert_allclose(vm["main"](ok, ok).numpy(), np.exp(ok), rtol=1e-6)
+    with pytest.raises(HetvmRuntimeError, match="below its lower bound 2"):
+        vm["main"](np.ones((1, 4), F32), np.ones((1, 4), F32))
+    with pytest.raises(HetvmRuntimeError, match="exceeds its upper bound 5"):
+        vm["main"](np.ones((6, 4), F32), np.ones((6, 4), F32))
+    with pytest.raises(HetvmRuntimeError, match=r"expected n = 3 \(bound earlier\), given 4"):
+        vm["main"](ok, np.ones((4, 4), F32))
+    with pytest.raises(HetvmRuntimeError, match="dimension 1 of function 'main': expected 4, given 5"):
+        vm["main"](np.ones((3, 5), F32), ok)
+    with pytest.raises(HetvmRuntimeError, match="expected 2 dimension"):
+        vm["main"](np.ones((3, 4, 1), F32), ok)
+    np.testing.assert_allclose(vm["main"](ok, ok).numpy(), np.exp(ok), rtol=1e-6)  # still usable
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
+
+
+def test_a_compound_dimension_is_checked_after_every_variable_is_bound():
+    vm = hetvm.VirtualMachine(symbolic_exe(second=[["mul", N, 2], 4]))
+    x = np.ones((3, 4), F32)
+    np.testing.assert_allclose(vm["main"](x, np.ones((6, 4), F32)).numpy(), np.exp(x), rtol=1e-6)
+    with pytest.raises(HetvmRuntimeError, match="expected"):
+        vm["main"](x, np.ones((5, 4), F32))
+
+
+def test_the_size_only_storage_refuses_a_negative_size_as_the_general_one_does():
+    b = hetvm.VirtualMachine(symbolic_exe()).state.builtins
+    from hetvm.runtime.builtins import static_alloc_storage, static_alloc_tensor_at
+
+    alloc = static_alloc_storage(b, 0, "global")
+    call = CallState(b.state)
+    with pytest.raises(HetvmRuntimeError, match="negative size"):
+        alloc(call, (-4,))
+    st = alloc(call, (np.int64(16),))  # not a plain int: the general builtin, same block size
+    assert st.nbytes == 16
+    at = static_alloc_tensor_at(b, 8, F32)
+    with pytest.raises(HetvmRuntimeError, match="does not fit"):
+        at(st, (3,))  # 8 + 12 bytes in a block of 16
+    assert at(st, (2,))._data.shape == (2,)
+    assert static_alloc_storage(b, 5) is None and static_alloc_tensor_at(b, -1, F32) is None
+    call.free_all()
