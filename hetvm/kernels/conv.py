@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..runtime.threads import blas_product
+from ..runtime.product_pool import matmul_into
 from . import depthwise_direct
 from .common import as_ints, store
 from .depthwise import depthwise, depthwise_same
@@ -93,8 +93,7 @@ def _pointwise(xp, x, weight, dst, groups, strides) -> None:
     x = xp.ascontiguousarray(x[:, :, :oh, :ow])
     og, cg = o // groups, c // groups
     w = weight.reshape(groups, og, cg)
-    blas_product(og * cg * oh * ow)  # per (image, group): one BLAS call each
-    xp.matmul(w, x.reshape(n, groups, cg, oh * ow), out=dst.reshape(n, groups, og, oh * ow))
+    matmul_into(xp, w, x.reshape(n, groups, cg, oh * ow), dst.reshape(n, groups, og, oh * ow))
 
 
 def _kn2row(xp, x, weight, dst, dilation, pads) -> None:
@@ -110,10 +109,9 @@ def _kn2row(xp, x, weight, dst, dilation, pads) -> None:
     xpad[...] = 0  # borders; the interior is overwritten per image
     prod = scratch(xp, "prod", (kh * kw * o, hp * wp), dst.dtype)
     per_tap = prod.reshape(kh, kw, o, hp, wp)
-    blas_product(kh * kw * o * c * hp * wp)
     for b in range(n):
         xpad[:, pt : pt + h, pl : pl + w] = x[b]
-        xp.matmul(taps, xpad.reshape(c, hp * wp), out=prod)
+        matmul_into(xp, taps, xpad.reshape(c, hp * wp), prod)
         out = dst[b]
         for i in range(kh):
             for j in range(kw):
@@ -150,7 +148,6 @@ def _im2col(xp, x, weight, dst, groups, strides, dilation, pads) -> None:
     # 3x3/2 layer lost 5-15% to the extra pass over its input
     by_phase = strides != (1, 1) and dilation == (1, 1) and kh * kw >= 4 * strides[0] * strides[1]
     flat = not by_phase and any(pads)
-    blas_product(og * k * rows * ow)  # a full block's product (per group)
     wrapped = []  # (tap column, first and end output column inside the image)
     if not flat:
         x = xp.ascontiguousarray(padded(xp, x, pads))
@@ -177,7 +174,7 @@ def _im2col(xp, x, weight, dst, groups, strides, dilation, pads) -> None:
                     cols[:, :, :, j, :, :lo] = 0
                     cols[:, :, :, j, :, hi:] = 0
             out_rows = dst[b, :, r0 : r0 + r].reshape(groups, og, r * ow)  # a view
-            xp.matmul(w, cols.reshape(groups, k, r * ow), out=out_rows)
+            matmul_into(xp, w, cols.reshape(groups, k, r * ow), out_rows)
 
 
 # unsigned integers by size, for moving items as raw bits
@@ -266,7 +263,6 @@ def _im2col_same(xp, x, weight, dst, groups, dilation, pads) -> None:
     item = x.dtype.itemsize
     rows = min(oh, max(-(-_MIN_COLS // w), _COLS_BYTES // max(1, groups * k * w * item)))
     buf = scratch(xp, "cols", (groups * k * rows * w,), x.dtype)
-    blas_product(og * k * rows * w)  # a full block's product (per group)
     for b in range(n):
         flat = flat_with_margins(xp, x[b], (kh, kw), dilation, pads, oh)
         sc = flat.strides[0]
@@ -278,7 +274,7 @@ def _im2col_same(xp, x, weight, dst, groups, dilation, pads) -> None:
             cols[...] = runs
             zero_wrapped(cols, kw, dilation[1], pads[1], w)
             out_rows = dst[b, :, r0 : r0 + length // w].reshape(groups, og, length)  # a view
-            xp.matmul(wmat, cols.reshape(groups, k, length), out=out_rows)
+            matmul_into(xp, wmat, cols.reshape(groups, k, length), out_rows)
 
 
 class Geometry(NamedTuple):

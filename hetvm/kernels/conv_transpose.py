@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..runtime.threads import blas_product
+from ..runtime.product_pool import matmul_into
 from .common import as_ints, store
 from .registry import register_kernel
 from .scratch import scratch
@@ -85,11 +85,10 @@ def _transpose2d(xp: Any, attrs: dict, data: Any, weight: Any, out: Any, op: str
     spans_w = [_span(j * dilation[1], w, strides[1], pads[1], ow) for j in range(kw)]
     per_image = o * kh * kw * h * w * acc.itemsize
     block = max(1, min(n, _COLS_BYTES // max(1, per_image)))
-    blas_product(og * kh * kw * cg * h * w)  # per (image, group): one BLAS call each
     for b0 in range(0, n, block):
         nb = min(block, n - b0)
         cols = scratch(xp, "cols", (nb, groups, og * kh * kw, h * w), acc)
-        xp.matmul(wt, x[b0 : b0 + nb], out=cols)
+        matmul_into(xp, wt, x[b0 : b0 + nb], cols)
         taps = cols.reshape(nb, o, kh, kw, h, w)
         target = dst[b0 : b0 + nb]
         for i, (y0, ny, q0) in enumerate(spans_h):

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ..runtime.threads import blas_product
+from ..runtime.product_pool import matmul_into
 from .scratch import scratch
 from .views import flat_with_margins, padded, strided, zero_wrapped
 
@@ -87,13 +87,12 @@ def depthwise(xp: Any, x: Any, weight: Any, dst: Any, groups: int, strides: tupl
         out = dst.reshape(n, groups, og, length)  # a view: dst is C-contiguous
     block = max(1, min(groups, _DEPTHWISE_COLS_BYTES // max(1, n * k * length * item)))
     buf = scratch(xp, "cols", (n * block * k * length,), x.dtype)
-    blas_product(og * k * length)  # per (image, channel): one BLAS call each
     for g0 in range(0, groups, block):
         g1 = min(groups, g0 + block)
         windows_ = view[:, g0:g1]
         cols = buf[: windows_.size].reshape(windows_.shape)
         cols[...] = windows_
-        xp.matmul(taps[g0:g1], cols.reshape(n, g1 - g0, k, length), out=out[:, g0:g1])
+        matmul_into(xp, taps[g0:g1], cols.reshape(n, g1 - g0, k, length), out[:, g0:g1])
     if strides != (1, 1):
         return False
     cropped = out.reshape(n, o, oh, wp)[..., :ow]
@@ -124,13 +123,12 @@ def depthwise_same(xp: Any, x: Any, weight: Any, dst: Any, groups: int, dilation
     block = max(1, min(groups, _DEPTHWISE_COLS_BYTES // max(1, n * k * length * item)))
     buf = scratch(xp, "cols", (n * block * k * length,), x.dtype)
     out = dst.reshape(n, groups, og, length)  # a view: dst is C-contiguous
-    blas_product(og * k * length)  # per (image, channel): one BLAS call each
     for g0 in range(0, groups, block):
         g1 = min(groups, g0 + block)
         cols = buf[: n * (g1 - g0) * k * length].reshape(n, g1 - g0, kh, kw, length)
         cols[...] = view[:, g0:g1]
         zero_wrapped(cols, kw, dilation[1], pads[1], w)
-        xp.matmul(taps[g0:g1], cols.reshape(n, g1 - g0, k, length), out=out[:, g0:g1])
+        matmul_into(xp, taps[g0:g1], cols.reshape(n, g1 - g0, k, length), out[:, g0:g1])
     return False
 
 
@@ -204,7 +202,6 @@ def _by_phase(xp: Any, x: Any, weight: Any, dst: Any, groups: int, strides: tupl
     taps = weight.reshape(groups, og, k)
     out = dst.reshape(n, groups, og, length)  # a view: dst is C-contiguous
     row_groups, col_groups = _progressions(plan.rows), _progressions(plan.cols)
-    blas_product(og * k * length)  # per (image, channel): one BLAS call each
     for g0 in range(0, groups, block):
         g1 = min(groups, g0 + block)
         m = g1 - g0
@@ -223,4 +220,4 @@ def _by_phase(xp: Any, x: Any, weight: Any, dst: Any, groups: int, strides: tupl
         for j, (_, dq) in enumerate(plan.cols):  # reads past a phase row's end: padding
             for col in range(min(ow, -dq)) if dq < 0 else range(max(0, ow - dq), ow):
                 cols[:, :, :, j, col::ow] = 0
-        xp.matmul(taps[g0:g1], cols.reshape(n, m, k, length), out=out[:, g0:g1])
+        matmul_into(xp, taps[g0:g1], cols.reshape(n, m, k, length), out[:, g0:g1])

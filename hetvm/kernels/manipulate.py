@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime.threads import blas_product
+from ..runtime.product_pool import matmul_into
 from .common import as_ints, axes_or_none, store
 from .registry import register_kernel
 
@@ -165,20 +165,14 @@ def matmul(xp: Any, attrs: dict, a: Any, b: Any, out: Any) -> None:
     matrices times one matrix, (..., M, K) @ (K, N), is one (prod(...)*M, K)
     product: NumPy would otherwise call BLAS once per matrix of the stack."""
     dtype = xp.result_type(a.dtype, b.dtype)
-    k = a.shape[-1] if a.ndim else 1  # a scalar operand: NumPy's error below
-    n = b.shape[-1] if b.ndim > 1 else 1
-    m = a.shape[-2] if a.ndim > 1 else 1
     if out.dtype != dtype or not out.flags.c_contiguous:
-        blas_product(m * k * n)  # one BLAS call per matrix of a stack
         res = xp.matmul(a, b)
         store(out, res.astype(out.dtype, copy=False) if hasattr(res, "astype") else res)
         return
     if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous and out.shape == a.shape[:-1] + b.shape[-1:]:
-        blas_product(a.size * n)
-        xp.matmul(a.reshape(-1, a.shape[-1]), b, out=out.reshape(-1, out.shape[-1]))
+        matmul_into(xp, a.reshape(-1, a.shape[-1]), b, out.reshape(-1, out.shape[-1]))
         return
-    blas_product(m * k * n)
-    xp.matmul(a, b, out=out)
+    matmul_into(xp, a, b, out)
 
 
 def _empty_identity(fn_name: str, dtype: Any) -> Any:

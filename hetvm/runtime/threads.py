@@ -4,10 +4,11 @@ Why: NumPy's BLAS (OpenBLAS, MKL) and Numba's parallel loops each start a
 pool as large as the machine. Run one after the other they oversubscribe the
 cores -- OpenBLAS's threads keep spinning after a matrix product while
 Numba's wake up -- which made generated kernels slower than the NumPy runner
-on a two-core machine. A budget of ``n`` threads caps both at ``n`` for the
-length of a call and puts back what was there before.
+on a two-core machine. A budget of ``n`` threads caps Numba at ``n`` and
+holds BLAS at one thread (its other threads are hetvm's, see below) for the
+length of a call, and puts back what was there before.
 
-BLAS is capped through threadpoolctl (the ``threads`` extra); without it the
+BLAS is set through threadpoolctl (the ``threads`` extra); without it the
 BLAS pool is left as the process set it (``OPENBLAS_NUM_THREADS`` and the
 like, read when NumPy loads) and :func:`blas_control` says so. Numba's cap
 (``numba.set_num_threads``) is per calling thread and at most the pool Numba
@@ -18,24 +19,23 @@ Calls from several threads at once: the BLAS setting is one per process, so
 the first call in applies its budget and the last one out restores it (a
 count under a lock); calls that overlap run under the first one's BLAS budget.
 
-Inside a budget the two pools also take turns (:func:`blas_product`,
-:func:`numba_parallel_ok`). Why: capping each pool at ``n`` is not enough
-when both run in one call. OpenBLAS's worker threads keep polling for work
-for about 0.1 s after a multi-threaded product (``OPENBLAS_THREAD_TIMEOUT``,
-2^28 cycles by default), and libgomp's (Numba's ``omp`` layer) spin for
-milliseconds after a parallel loop without yielding. On two cores, a
-parallel loop run while OpenBLAS's worker polls, or a product while a
-libgomp worker spins, waits for the scheduler's time slices: measured at
-two threads (wall, min of interleaved runs), ShuffleNet 7.2 ms a call
-against 4.6 at one thread, its 112x56x56 -> 28x28 depthwise layer 1.7 ms
-against 0.4. So the pools take turns: a product of at least
-:data:`BLAS_PARALLEL_MIN` multiply-adds wakes the BLAS pool and for
-:data:`BLAS_AWAKE_S` after it every product gets the budget's BLAS threads
-and Numba's loops run serial; while the pool sleeps, smaller products run on
-one BLAS thread (a small product gains tens of microseconds from a second
-thread, and waking the pool would hold Numba's loops back) and Numba's
-loops run in parallel. A model of small convolutions (ShuffleNet) keeps
-BLAS asleep, one of large products (ResNet) keeps it awake.
+Inside a budget BLAS runs at one thread whatever ``n`` is, and the budget's
+other threads are hetvm's own (:mod:`.product_pool`): a large product is cut
+into chunks that the caller and ``n - 1`` worker threads take as they run.
+Why: OpenBLAS shares a product out statically and its threads spin at
+barriers and keep polling for ~0.1 s after it (``OPENBLAS_THREAD_TIMEOUT``),
+so on a shared machine a descheduled partner stalled every product (the
+encoder at two threads 22.5 ms a call against 6.5 at one, under load), and
+its polling took the core that Numba's loops needed next. hetvm's workers
+block on a lock between products; nothing polls.
+
+Numba's loops (libgomp under its ``omp`` layer) still spin for milliseconds
+after a parallel loop without yielding, and a product shared out meanwhile
+has its worker compete with the spinning thread for a core. So the two take
+turns (:func:`parallel_product`, :func:`numba_parallel_ok`): for
+:data:`PRODUCTS_AWAKE_S` after a shared product, Numba's loops run serial.
+A model of large products (ResNet) keeps its Numba loops serial, one of
+small convolutions (ShuffleNet) runs them in parallel.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from typing import Any
 
 from ..errors import HetvmRuntimeError
 
-__all__ = ["ThreadBudget", "check_threads", "blas_control", "blas_product", "numba_parallel_ok",
-           "BLAS_PARALLEL_MIN", "BLAS_AWAKE_S"]
+__all__ = ["ThreadBudget", "check_threads", "blas_control", "budget_threads", "parallel_product",
+           "numba_parallel_ok", "PRODUCTS_AWAKE_S"]
 
 log = logging.getLogger("hetvm.threads")
 
@@ -58,16 +58,12 @@ _no_threadpoolctl_logged = False
 _active = 0  # calls inside a budget now (any thread)
 _saved: list[tuple[Any, int]] = []  # (BLAS library, threads it had) while active
 
-#: multiply-adds (M*N*K) from which a product under a budget gets all of the
-#: budget's BLAS threads; smaller ones run on one (see the module docstring)
-BLAS_PARALLEL_MIN = 1 << 24
-#: seconds the BLAS pool is taken to stay awake after a multi-threaded product
-#: (OpenBLAS's default poll before its threads sleep)
-BLAS_AWAKE_S = 0.1
+#: seconds after a product shared out by hetvm's workers during which Numba's
+#: loops run serial (see the module docstring)
+PRODUCTS_AWAKE_S = 0.1
 
-_budget_threads = 0  # the BLAS threads of the budget applied now (0: none applied)
-_blas_now = 0  # the BLAS threads set now inside that budget
-_blas_awake_until = 0.0  # perf_counter() until which the BLAS pool is taken to poll
+_budget_threads = 0  # the threads of the budget applied now (0: none applied)
+_products_until = 0.0  # perf_counter() until which Numba's loops run serial
 
 
 def check_threads(threads: Any, where: str = "threads") -> int | None:
@@ -99,7 +95,8 @@ def blas_control() -> Any:
 
 class ThreadBudget:
     """``with budget:`` (or ``token = budget.apply()`` ... ``budget.restore(token)``)
-    runs its body with BLAS and Numba capped at ``threads``.
+    runs its body with BLAS at one thread, Numba capped at ``threads`` and
+    hetvm's product workers (:mod:`.product_pool`) sharing out large products.
 
     Cheap enough for every call (a few library calls): the libraries are found
     once, when the budget is made. Nesting is allowed (a budget inside a call
@@ -115,28 +112,27 @@ class ThreadBudget:
 
     def apply(self) -> int | None:
         """Caps the pools; returns what :meth:`restore` needs."""
-        global _active, _budget_threads, _blas_now
+        global _active, _budget_threads
         with _LOCK:
             if _active == 0:
                 _saved[:] = [(lib, lib.num_threads) for lib in self._libs]
                 for lib, had in _saved:
-                    if had != self.threads:
-                        lib.set_num_threads(self.threads)
-                _budget_threads = _blas_now = self.threads
+                    if had != 1:
+                        lib.set_num_threads(1)
+                _budget_threads = self.threads
             _active += 1
         return _numba_enter(self.threads)
 
     def restore(self, token: int | None) -> None:
         """Puts back what :meth:`apply` changed (BLAS: when the last call leaves)."""
-        global _active, _budget_threads, _blas_now
+        global _active, _budget_threads
         _numba_exit(token)
         with _LOCK:
             _active -= 1
             if _active == 0:
-                now = _blas_now  # what the pools run now: set by apply or blas_product only
-                _budget_threads = _blas_now = 0
+                _budget_threads = 0
                 for lib, had in _saved:
-                    if now != had:
+                    if had != 1:
                         lib.set_num_threads(had)
                 _saved.clear()
 
@@ -152,38 +148,24 @@ class ThreadBudget:
         return f"ThreadBudget({self.threads})"
 
 
-def blas_product(macs: int) -> None:
-    """Called by a kernel before a matrix product of ``macs`` multiply-adds:
-    inside a budget, gives it the budget's BLAS threads if it has at least
-    :data:`BLAS_PARALLEL_MIN` or the pool is awake anyway (a product since
-    :data:`BLAS_AWAKE_S` ago), else one thread, so that small products leave
-    the pool asleep for Numba's loops (a library call only when the setting
-    changes). Outside a budget it does nothing: the pools are the process's.
+def budget_threads() -> int:
+    """The threads of the budget applied now (0 outside every budget)."""
+    return _budget_threads
 
-    Calls overlapping from several threads share the one BLAS setting, so a
-    product may run with the other call's choice: slower or faster, never wrong."""
-    global _blas_now, _blas_awake_until
-    budget = _budget_threads
-    if budget <= 1:
-        return
-    now = time.perf_counter()
-    want = budget if macs >= BLAS_PARALLEL_MIN or now < _blas_awake_until else 1
-    if want > 1:
-        _blas_awake_until = now + BLAS_AWAKE_S
-    if want != _blas_now:
-        with _LOCK:
-            if _budget_threads > 1:  # still inside the budget
-                for lib, _ in _saved:  # none without threadpoolctl: BLAS as the process set it
-                    lib.set_num_threads(want)
-                _blas_now = want
+
+def parallel_product() -> None:
+    """Called by :mod:`.product_pool` as it shares out a product: Numba's loops
+    run serial for :data:`PRODUCTS_AWAKE_S` (see the module docstring)."""
+    global _products_until
+    _products_until = time.perf_counter() + PRODUCTS_AWAKE_S
 
 
 def numba_parallel_ok() -> bool:
     """Whether a Numba kernel may enter its parallel loop now: not inside a
-    budget while the BLAS pool may still poll after a multi-threaded product
-    (see the module docstring). The kernel still checks its own size
-    threshold and Numba's thread count."""
-    return _budget_threads <= 1 or time.perf_counter() >= _blas_awake_until
+    budget within :data:`PRODUCTS_AWAKE_S` of a shared-out product (see the
+    module docstring). The kernel still checks its own size threshold and
+    Numba's thread count."""
+    return _budget_threads <= 1 or time.perf_counter() >= _products_until
 
 
 def _numba_enter(threads: int) -> int | None:

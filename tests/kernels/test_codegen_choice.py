@@ -68,9 +68,9 @@ def test_one_generates_every_covered_program_and_zero_none(numba_mode, monkeypat
     assert cg.generated_kernel(np, ARITH) is None
 
 
-def test_large_outputs_stay_serial_while_the_blas_pool_is_awake(monkeypatch, numba_on):
-    """Under a budget of 2, after a product that woke BLAS's threads the serial
-    variant runs even for a large output (see hetvm/runtime/threads.py)."""
+def test_large_outputs_stay_serial_after_a_shared_out_product(monkeypatch, numba_on):
+    """Under a budget of 2, after a product shared out by hetvm's workers the
+    serial variant runs even for a large output (see hetvm/runtime/threads.py)."""
     pytest.importorskip("numba")
     from hetvm.runtime import threads
 
@@ -88,12 +88,12 @@ def test_large_outputs_stay_serial_while_the_blas_pool_is_awake(monkeypatch, num
 
     n = cg.PARALLEL_MIN
     monkeypatch.setattr(k, "plan", lambda shapes, out_shape: ((n,), [(n,), (n,)], Recorder()))
-    monkeypatch.setattr(threads, "_blas_awake_until", 0.0)
+    monkeypatch.setattr(threads, "_products_until", 0.0)
     x = np.arange(n, dtype=F32)
     got = np.empty(n, F32)
     with threads.ThreadBudget(2):
         k(x, x, got)
-        threads.blas_product(threads.BLAS_PARALLEL_MIN)  # wakes BLAS's pool
+        threads.parallel_product()  # a product shared out by the workers
         k(x, x, got)
     np.testing.assert_array_equal(got, 2 * x)
     assert taken == ["parallel", "serial"]

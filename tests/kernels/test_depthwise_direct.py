@@ -190,10 +190,11 @@ def test_parallel_variant(monkeypatch):
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
-def test_the_parallel_loop_waits_while_the_blas_pool_is_awake(monkeypatch):
-    """Under a budget of 2, a product that woke BLAS's threads keeps the next
-    depthwise call on the serial loop (see hetvm/runtime/threads.py); once the
-    pool sleeps the parallel loop is taken again. Same result either way."""
+def test_the_parallel_loop_waits_after_a_shared_out_product(monkeypatch):
+    """Under a budget of 2, a product shared out by hetvm's workers keeps the
+    next depthwise call on the serial loop (see hetvm/runtime/threads.py);
+    PRODUCTS_AWAKE_S later the parallel loop is taken again. Same result
+    either way."""
     import numba
 
     from hetvm.runtime import threads
@@ -209,7 +210,7 @@ def test_the_parallel_loop_waits_while_the_blas_pool_is_awake(monkeypatch):
 
     monkeypatch.setattr(jit, "parallel", parallel)
     monkeypatch.setattr(depthwise_direct, "PARALLEL_MIN", 1)
-    monkeypatch.setattr(threads, "_blas_awake_until", 0.0)
+    monkeypatch.setattr(threads, "_products_until", 0.0)
     rng = np.random.default_rng(9)
     x = rng.standard_normal((1, 4, 6, 6)).astype("float32")
     w = rng.standard_normal((4, 1, 3, 3)).astype("float32")
@@ -218,9 +219,9 @@ def test_the_parallel_loop_waits_while_the_blas_pool_is_awake(monkeypatch):
     with threads.ThreadBudget(2):
         for awake in (True, False):
             if awake:
-                threads.blas_product(threads.BLAS_PARALLEL_MIN)  # the pool is woken
+                threads.parallel_product()  # a product is shared out
             else:
-                monkeypatch.setattr(threads, "_blas_awake_until", 0.0)  # ... and has gone to sleep
+                monkeypatch.setattr(threads, "_products_until", 0.0)  # ... PRODUCTS_AWAKE_S ago
             out = np.empty((1, 4, 6, 6), "float32")
             assert convolve_direct(np, geo, x, w, out, None, False)
             np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)

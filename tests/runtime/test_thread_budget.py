@@ -1,6 +1,6 @@
-"""The thread budget: ``VirtualMachine(threads=n)`` caps BLAS (as threadpoolctl
-reports it) and Numba inside a call and puts both back after it; bad budgets
-are refused with a clear error."""
+"""The thread budget: ``VirtualMachine(threads=n)`` holds BLAS at one thread (as
+threadpoolctl reports it) and caps Numba inside a call and puts both back after
+it; bad budgets are refused with a clear error."""
 
 import numpy as np
 import pytest
@@ -148,70 +148,48 @@ def test_each_budget_finds_the_blas_libraries_loaded_by_then(monkeypatch):
     assert ThreadBudget(1)._libs == ["openblas-a", "scipy-openblas"]
 
 
-# -- the pools taking turns inside a budget (blas_product, numba_parallel_ok) -------------
+# -- inside a budget: BLAS at one thread, Numba's loops after shared-out products ---------
 
 
 @pytest.fixture
 def pools_reset(monkeypatch):
-    """No BLAS wake-up left over from an earlier test."""
-    monkeypatch.setattr(budget_mod, "_blas_awake_until", 0.0)
+    """No shared-out product left over from an earlier test."""
+    monkeypatch.setattr(budget_mod, "_products_until", 0.0)
 
 
-def test_small_products_run_on_one_blas_thread_while_the_pool_sleeps(blas_at_two, pools_reset, monkeypatch):
-    small, large = budget_mod.BLAS_PARALLEL_MIN - 1, budget_mod.BLAS_PARALLEL_MIN
-    with ThreadBudget(2):
+def test_blas_runs_at_one_thread_inside_any_budget(blas_at_two):
+    for n in (1, 2, 3):
+        with ThreadBudget(n):
+            assert set(_blas_threads()) == {1}
+            assert budget_mod.budget_threads() == n
         assert set(_blas_threads()) == {2}
-        budget_mod.blas_product(small)
-        assert set(_blas_threads()) == {1}
-        assert budget_mod.numba_parallel_ok()  # the BLAS pool was not woken
-        budget_mod.blas_product(small)
-        assert set(_blas_threads()) == {1}
-        budget_mod.blas_product(large)  # wakes the pool
-        assert set(_blas_threads()) == {2}
-        budget_mod.blas_product(small)  # the pool is awake anyway: all threads
-        assert set(_blas_threads()) == {2}
-        monkeypatch.setattr(budget_mod, "_blas_awake_until", 0.0)  # BLAS_AWAKE_S later
-        budget_mod.blas_product(small)
-        assert set(_blas_threads()) == {1}
-    assert set(_blas_threads()) == {2}  # put back as the process had it
+        assert budget_mod.budget_threads() == 0
 
 
-def test_the_budget_restores_blas_after_a_small_product(pools_reset):
+def test_the_budget_restores_a_blas_setting_of_three():
     if not _blas_threads():
         pytest.skip("no BLAS library that threadpoolctl can control")
     with threadpoolctl.threadpool_limits(limits=3, user_api="blas"):
         with ThreadBudget(2):
-            budget_mod.blas_product(1)
             assert set(_blas_threads()) == {1}
         assert set(_blas_threads()) == {3}
 
 
-def test_outside_a_budget_or_at_one_thread_products_leave_blas_alone(blas_at_two, pools_reset):
-    budget_mod.blas_product(1)
-    budget_mod.blas_product(budget_mod.BLAS_PARALLEL_MIN)
-    assert set(_blas_threads()) == {2}
-    assert budget_mod.numba_parallel_ok()  # no budget: Numba's loops are not held back
-    with ThreadBudget(1):
-        budget_mod.blas_product(budget_mod.BLAS_PARALLEL_MIN)
-        assert set(_blas_threads()) == {1}
-        assert budget_mod.numba_parallel_ok()
-
-
-def test_numba_loops_wait_while_the_blas_pool_is_awake(blas_at_two, pools_reset, monkeypatch):
+def test_numba_loops_wait_after_a_shared_out_product(pools_reset, monkeypatch):
     with ThreadBudget(2):
         assert budget_mod.numba_parallel_ok()
-        budget_mod.blas_product(budget_mod.BLAS_PARALLEL_MIN)  # wakes the pool
+        budget_mod.parallel_product()
         assert not budget_mod.numba_parallel_ok()
-        budget_mod.blas_product(1)  # a small product after it keeps the pool awake
-        assert not budget_mod.numba_parallel_ok()
-        monkeypatch.setattr(budget_mod, "_blas_awake_until", 0.0)  # BLAS_AWAKE_S later
+        monkeypatch.setattr(budget_mod, "_products_until", 0.0)  # PRODUCTS_AWAKE_S later
         assert budget_mod.numba_parallel_ok()
-    budget_mod.blas_product(budget_mod.BLAS_PARALLEL_MIN)
+        budget_mod.parallel_product()
     assert budget_mod.numba_parallel_ok()  # outside the budget: not held back
+    with ThreadBudget(1):
+        assert budget_mod.numba_parallel_ok()  # one thread: nothing to take turns with
 
 
-def test_a_vm_call_keeps_blas_at_one_thread_for_its_small_product(blas_at_two, pools_reset):
-    # a 1x1 convolution of 4 -> 8 channels on a 4x4 map: 512 multiply-adds, far below the threshold
+def test_a_vm_call_runs_its_products_with_blas_at_one_thread(blas_at_two, pools_reset):
+    # a 1x1 convolution of 4 -> 8 channels on a 4x4 map, inside a call of budget 2
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 4, 4, 4)).astype("float32")
     w = rng.standard_normal((8, 4, 1, 1)).astype("float32")

@@ -1,0 +1,231 @@
+"""Large matrix products of a thread budget, shared out in chunks by hetvm's threads.
+
+Why: OpenBLAS splits a product statically, one share per thread, and its
+threads wait for each other at barriers by spinning. On a shared machine one
+of them is descheduled and the call waits for the scheduler to give it a
+core back: on two cores with other processes running, the encoder model took
+22.5 ms a call at two threads against 6.5 at one, and a product started
+while another library's pool still spun (ORT's, libgomp's) doubled too.
+So inside a budget of ``n > 1`` threads BLAS runs at one thread
+(:mod:`.threads`) and :func:`matmul_into` cuts a large product into more
+chunks than threads (rows or columns of the output, or its leading batch
+axis), which the caller and ``n - 1`` persistent worker threads take from one
+shared counter, each running single-threaded BLAS on its chunk (NumPy
+releases the GIL inside the product). The caller takes chunks too: a worker
+that is not scheduled costs only the chunks it does not take, and the caller
+waits only for chunks a worker has started. Nothing polls: idle workers
+block on a lock.
+
+Results are those of one ``np.matmul``: no chunk splits the sum over K, and
+chunk edges are multiples of :data:`_ALIGN` rows or columns, so each chunk's
+BLAS tiles are the ones the whole product would use (checked bit for bit in
+the tests). Products that cannot be cut so (another array library, dtypes
+other than float32/float64 or mixed, a 1-D operand, an operand or output
+whose last axis is not contiguous, an output that may overlap an operand)
+and those below :data:`PARALLEL_MIN` multiply-adds run as one call on the
+caller. One product at a time uses the workers; another one, from a VM
+called on another thread meanwhile, runs on its own caller.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from . import threads as _threads
+
+__all__ = ["matmul_into", "PARALLEL_MIN", "CHUNKS_PER_THREAD", "CHUNK_MIN"]
+
+#: multiply-adds from which a product inside a budget is shared out
+PARALLEL_MIN = 1 << 22
+#: chunks per thread of the budget: spare chunks go to whoever is running
+CHUNKS_PER_THREAD = 3
+#: the fewest multiply-adds in a chunk (BLAS loses efficiency on smaller ones)
+CHUNK_MIN = 1 << 20
+#: chunk edges along rows or columns are multiples of this (BLAS's tile sizes divide it)
+_ALIGN = 16
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_POOL_LOCK = threading.Lock()  # held by the one product using the workers
+_workers: list[_Worker] = []
+_job: _Job | None = None  # the product the workers are to join
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+_CORES = _cores()
+
+
+class _Job:
+    """One product's chunks: ``next(taken)`` hands out chunk indices, ``next(finished)``
+    counts chunks done; whoever finishes the last sets ``done``."""
+
+    __slots__ = ("run", "count", "taken", "finished", "done", "error")
+
+    def __init__(self, run: Callable[[int], None], count: int) -> None:
+        self.run = run
+        self.count = count
+        self.taken = itertools.count()  # next() is atomic under the GIL
+        self.finished = itertools.count(1)
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+    def work(self) -> None:
+        """Takes chunks until none is left."""
+        count = self.count
+        while (i := next(self.taken)) < count:
+            try:
+                if self.error is None:
+                    self.run(i)
+            except BaseException as err:  # noqa: BLE001 - re-raised on the caller
+                self.error = err
+            if next(self.finished) == count:
+                self.done.set()
+
+
+class _Worker:
+    """A daemon thread that joins each product it is woken for."""
+
+    __slots__ = ("wake", "thread")
+
+    def __init__(self, index: int) -> None:
+        self.wake = threading.Lock()
+        self.wake.acquire()  # released by a product that wants this worker
+        self.thread = threading.Thread(target=self._loop, name=f"hetvm-products-{index}", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            self.wake.acquire()
+            job = _job
+            if job is not None:  # one woken late finds its product's chunks all taken
+                job.work()
+
+    def signal(self) -> None:
+        if self.wake.locked():  # else woken already and not yet running
+            self.wake.release()
+
+
+def _ensure_workers(n: int) -> list[_Worker]:
+    while len(_workers) < n:  # under _POOL_LOCK
+        _workers.append(_Worker(len(_workers)))
+    return _workers[:n]
+
+
+def _unit_last(a: Any) -> bool:
+    return a.shape[-1] <= 1 or a.strides[-1] == a.itemsize
+
+
+def _plan(a: Any, b: Any, out: Any, threads: int) -> tuple[Callable[[int], None], int] | None:
+    """(run chunk i, chunk count) for ``out[...] = a @ b``, or None to run it whole."""
+    if a.ndim < 2 or b.ndim < 2 or out.ndim < 2:
+        return None
+    if not (a.dtype == b.dtype == out.dtype and out.dtype in _FLOATS):
+        return None
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    if b.shape[-2] != k or out.shape[-2:] != (m, n):
+        return None  # NumPy's error, from the plain call
+    batch = out.shape[:-2]
+    try:
+        if np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) != batch:
+            return None
+    except ValueError:
+        return None
+    nb = 1
+    for d in batch:
+        nb *= d
+    macs = nb * m * n * k
+    if macs < PARALLEL_MIN or not (_unit_last(a) and _unit_last(b) and _unit_last(out)):
+        return None
+    if np.may_share_memory(out, a) or np.may_share_memory(out, b):
+        return None
+    chunks = min(threads * CHUNKS_PER_THREAD, macs // CHUNK_MIN)
+    axis = max(range(len(batch)), key=batch.__getitem__, default=None)
+    if axis is not None and batch[axis] >= chunks:  # whole matrices along the longest batch axis
+        bounds = _even(batch[axis], chunks, 1)
+        pick_a, pick_b, pick_out = (_along(x, axis - (out.ndim - x.ndim)) for x in (a, b, out))
+
+        def run(i: int) -> None:
+            lo, hi = bounds[i], bounds[i + 1]
+            np.matmul(pick_a(lo, hi), pick_b(lo, hi), out=pick_out(lo, hi))
+
+        return run, len(bounds) - 1
+    # along the longer of rows and columns: a column chunk packs A again, a row chunk B
+    if n >= m:
+        bounds = _even(n, chunks, _ALIGN)
+
+        def run(i: int) -> None:
+            lo, hi = bounds[i], bounds[i + 1]
+            np.matmul(a, b[..., lo:hi], out=out[..., lo:hi])
+    else:
+        bounds = _even(m, chunks, _ALIGN)
+
+        def run(i: int) -> None:
+            lo, hi = bounds[i], bounds[i + 1]
+            np.matmul(a[..., lo:hi, :], b, out=out[..., lo:hi, :])
+
+    if len(bounds) < 3:
+        return None
+    return run, len(bounds) - 1
+
+
+def _along(x: Any, axis: int) -> Callable[[int, int], Any]:
+    """``x[..., lo:hi, ...]`` along ``axis`` (x itself where it broadcasts there)."""
+    if axis < 0 or x.shape[axis] == 1:
+        return lambda lo, hi: x
+    head = (slice(None),) * axis
+    return lambda lo, hi: x[head + (slice(lo, hi),)]
+
+
+def _even(length: int, chunks: int, align: int) -> list[int]:
+    """Edges of at most ``chunks`` near-equal parts of ``length``: inner edges at
+    multiples of ``align``, so every part but the last has whole multiples of it
+    and the last at least ``align`` (a part of one row would be a different BLAS
+    call, a vector product, whose sums differ in the last bits)."""
+    units = length // align
+    chunks = max(1, min(chunks, units))
+    edges = [(units * i // chunks) * align for i in range(chunks)]
+    return edges + [length]
+
+
+def matmul_into(xp: Any, a: Any, b: Any, out: Any) -> None:
+    """``xp.matmul(a, b, out=out)``; inside a thread budget of more than one
+    thread a large product is shared out in chunks (see the module docstring)."""
+    global _job
+    threads = min(_threads.budget_threads(), _CORES)
+    if threads <= 1 or xp is not np:
+        xp.matmul(a, b, out=out)
+        return
+    plan = _plan(a, b, out, threads)
+    if plan is None or not _POOL_LOCK.acquire(blocking=False):
+        xp.matmul(a, b, out=out)
+        return
+    try:
+        _threads.parallel_product()
+        job = _Job(*plan)
+        _job = job
+        for w in _ensure_workers(threads - 1):
+            w.signal()
+        try:
+            job.work()
+            job.done.wait()  # the chunks workers took and have not finished
+        except BaseException as err:  # an interrupt: the workers' chunks still write `out`
+            if job.error is None:
+                job.error = err
+            job.work()  # skips the chunks left
+            job.done.wait()
+        _job = None
+    finally:
+        _POOL_LOCK.release()
+    if job.error is not None:
+        raise job.error
