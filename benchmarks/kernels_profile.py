@@ -11,7 +11,13 @@ never asserted.
     python benchmarks/kernels_profile.py [--models squeezenet,resnet50,mobilenet_v3_dynamo]
                                          [--batch 1] [--repeat 5] [--threads 1]
                                          [--by-shape] [--top 15] [--clock cpu|wall]
-                                         [--vs-ort]
+                                         [--vs-ort] [--split-segments]
+
+With Numba on, the VM runs stretches of kernels as compiled segments
+(``hetvm/runtime/segments.py``), whose time the kernel timers do not see
+("the rest"). ``--split-segments`` compiles every covered call of the timed
+VM as its own stretch and times each: the compiled calls appear as
+``op [seg]`` (one more Numba dispatch each, so a little slower than fused).
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ import time  # noqa: E402
 from collections import defaultdict  # noqa: E402
 
 
-def profile(name: str, batch: int, repeat: int, by_shape: bool, top: int, clock, vs_ort: bool) -> None:
+def profile(name: str, batch: int, repeat: int, by_shape: bool, top: int, clock, vs_ort: bool,
+            split: bool = False) -> None:
     from onnx_models import load_model
 
     import hetvm.runtime.codegen as codegen
@@ -69,6 +76,9 @@ def profile(name: str, batch: int, repeat: int, by_shape: bool, top: int, clock,
         vm = VirtualMachine(compiled.exe, devices=configure_runtime(setup), threads=_THREADS)
     finally:
         codegen.bind_kernel = real_bind
+    if split:
+        plain["main"](*args)  # plans the untimed VM's segments as they are
+        _split_segments(times, counts, by_shape, clock)
 
     def best(fn, snapshot=False) -> float:
         """Smallest time over ``repeat`` runs (after one warm-up); with
@@ -103,6 +113,43 @@ def profile(name: str, batch: int, repeat: int, by_shape: bool, top: int, clock,
           f"the rest (VM: dispatch, allocation, argument checks) {_ms(max(plain_t - kern, 0.0))} ms")
     for key, t in sorted(times.items(), key=lambda kv: -kv[1])[:top]:
         print(f"   {_ms(t):>8} ms  {counts[key]:4d}x  {key}")
+
+
+def _split_segments(times, counts, by_shape: bool, clock) -> None:
+    """Makes every segment planned from now on compile one function per covered
+    call and time each (keyed ``op [seg]``)."""
+    import hetvm.runtime.segments as segments
+
+    real_plan = segments.Segment._plan
+
+    def plan_split(self, args):
+        old, segments.MAX_STRETCH = segments.MAX_STRETCH, 1
+        try:
+            pieces = real_plan(self, args)
+        finally:
+            segments.MAX_STRETCH = old
+        out = []
+        for kind, fn, idx, ks in pieces:
+            if kind == "g":
+                call = self.calls[ks[0]]
+                key = f"{call.op} [seg]"
+                if by_shape:
+                    key += f" {[tuple(args[i].shape) for i in idx if hasattr(args[i], 'shape')]}"
+                fn = _timed(fn, key, times, counts, clock)
+            out.append((kind, fn, idx, ks))
+        return out
+
+    segments.Segment._plan = plan_split
+
+
+def _timed(fn, key, times, counts, clock):
+    def run(*a):
+        t0 = clock()
+        fn(*a)
+        times[key] += clock() - t0
+        counts[key] += 1
+
+    return run
 
 
 def _ms(seconds: float) -> str:
@@ -146,10 +193,11 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     ap.add_argument("--vs-ort", action="store_true", help="min wall time against ORT, interleaved")
+    ap.add_argument("--split-segments", action="store_true", help="time each compiled call of a segment")
     a = ap.parse_args()
     for m in a.models.split(","):
         clock = time.thread_time if a.clock == "cpu" else time.perf_counter
-        profile(m, a.batch, a.repeat, a.by_shape, a.top, clock, a.vs_ort)
+        profile(m, a.batch, a.repeat, a.by_shape, a.top, clock, a.vs_ort, a.split_segments)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ most of that is the Python and NumPy call around a few hundred flops. A run of
 consecutive kernel calls compiled into one Numba function costs one call; for
 that each op needs its body as Numba source, which the emitters here write.
 
-An emitter is registered per op name: ``emit(attrs, args, names)`` gets the
+An emitter is registered per op name (:func:`register`; a *specialised* one,
+:func:`specialise`, is asked first and may return None to leave the call to
+the op's general emitter): ``emit(attrs, args, names)`` gets the
 call's attributes, an :class:`Arr` / :class:`ArrList` / :class:`Imm` /
 :class:`Val` per argument (the output last, destination-passing as the NumPy
 kernel), and the local names the body reads (``names[i]`` a string for an
@@ -29,7 +31,7 @@ from typing import Any, Callable, Sequence
 
 from ..codegen_numba import float_text
 
-__all__ = ["Arr", "ArrList", "Imm", "Val", "Arg", "Emitter", "register", "emitter", "DTYPES", "FLOATS", "INTS",
+__all__ = ["Arr", "ArrList", "Imm", "Val", "Arg", "Emitter", "register", "specialise", "emitter", "DTYPES", "FLOATS", "INTS",
            "literal", "index", "Lines", "check_same_shape", "broadcast_loop"]
 
 
@@ -79,6 +81,10 @@ FLOATS = frozenset({"float32", "float64"})
 INTS = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
 
 _EMITTERS: dict[str, Emitter] = {}
+#: per op, emitters asked before the general one, in registration order: a
+#: faster body for the calls they cover (depthwise convolutions, pooling), the
+#: general emitter for the rest
+_SPECIAL: dict[str, list[Emitter]] = {}
 
 
 def register(*ops: str) -> Callable[[Emitter], Emitter]:
@@ -94,10 +100,35 @@ def register(*ops: str) -> Callable[[Emitter], Emitter]:
     return do
 
 
+def specialise(*ops: str) -> Callable[[Emitter], Emitter]:
+    """Registers ``fn`` as a specialised emitter of each op in ``ops``: asked
+    before the op's general emitter, it returns None for a call it does not
+    cover, which then goes to the general one."""
+
+    def do(fn: Emitter) -> Emitter:
+        for op in ops:
+            _SPECIAL.setdefault(op, []).append(fn)
+        return fn
+
+    return do
+
+
 def emitter(op: str) -> Emitter | None:
     """The emitter of ``op``, or None (the op always runs its NumPy kernel)."""
     _ensure_loaded()
-    return _EMITTERS.get(op)
+    general = _EMITTERS.get(op)
+    special = _SPECIAL.get(op)
+    if not special:
+        return general
+
+    def chained(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
+        for fn in special:
+            lines = fn(attrs, args, names)
+            if lines is not None:
+                return lines
+        return general(attrs, args, names) if general is not None else None
+
+    return chained
 
 
 _loaded = False
@@ -107,7 +138,7 @@ def _ensure_loaded() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from . import conv, elementwise, linalg, movement, norm  # noqa: F401  (register emitters)
+        from . import conv, depthwise, elementwise, linalg, movement, norm, pool  # noqa: F401  (register emitters)
 
 
 def literal(value: Any, dtype: str | None = None) -> str:

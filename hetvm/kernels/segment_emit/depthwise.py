@@ -1,0 +1,207 @@
+"""Segment bodies of depthwise 2-D convolutions (NCHW data, OIHW weights, one
+input channel per group), with bias, residual and ReLU as the conv ops have.
+
+Why: the general convolution body (``conv.py``) pads the whole input by
+stride phase and accumulates every output channel's taps into a whole-tensor
+accumulator, both fresh zeroed arrays of the tensor's size, then crops in a
+last pass: 2-3x the time of a loop that keeps one channel's padded plane and
+accumulator in L1 (ShuffleNet's 272x14x14 3x3 layer 97 against 42 us, one
+thread). Here each (image, output channel) copies its input channel into one
+padded plane per stride phase (zero borders written once a call; padded cell
+(y, x) in phase (y % s0, x % s1) at (y // s0) * Wq + x // s1), so tap (ky, kx)
+reads one phase at a fixed offset for every output and output (oy, ox) sits at
+oy * Wq + ox: all taps of a plane are one contiguous loop (3x3 kernels unrolled
+in it, others tap by tap over the L1-resident accumulator), and the epilogue
+crops, adds the bias and the residual and applies ReLU while the plane is in
+cache.
+
+Taken as a specialised emitter (``segment_emit.specialise``) for calls whose
+first weight has one input channel and whose groups are more than one, up to
+the general body's size rule (``conv.conv_is_small``: above it the NumPy
+kernel's direct loop runs, over threads where there are); the general body
+covers the rest. The body stays exact for any shapes of later
+calls: a weight with more input channels a group sums them too.
+
+What the NumPy kernels compute, and so the bodies: the sum in the arrays'
+dtype, then the bias, the residual, ReLU (NaN stays NaN); padding is zeros
+multiplied like any input (a non-finite weight meeting it gives NaN). Results
+agree to rounding (another summation order).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from . import FLOATS, Arg, Arr, Lines, literal, specialise
+from .conv import conv_is_small
+
+__all__ = ["ints", "unaliased"]
+
+_CONV_OPS = {"nn.conv2d": (3, False, False), "nn.conv2d_bias_act": (4, True, False),
+             "nn.conv2d_bias_add_act": (5, True, True)}  # fmt: skip
+
+
+def ints(value: Any, n: int) -> tuple[int, ...] | None:
+    """``value`` as ``n`` ints, or None (the NumPy kernel then reports it)."""
+    if not isinstance(value, (list, tuple)) or len(value) != n:
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return None
+    return tuple(int(v) for v in value)
+
+
+def _span(name: str, ndim: int, tag: str) -> Lines:
+    """Lines setting ``{tag}lo``/``{tag}hi``, the bytes an array of rank ``ndim``
+    spans, and ``{tag}e``, whether it is empty."""
+    lines = [f"{tag}lo = {name}.ctypes.data", f"{tag}hi = {tag}lo + {name}.itemsize", f"{tag}e = {name}.size == 0"]
+    for d in range(ndim):
+        lines += [f"st = {name}.strides[{d}] * ({name}.shape[{d}] - 1)",
+                  "if st < 0:", f"    {tag}lo += st", "else:", f"    {tag}hi += st"]  # fmt: skip
+    return lines
+
+
+def unaliased(inputs: Sequence[tuple[str, str, int]], out: str) -> Lines:
+    """Lines binding each local name to its input (local, name, rank), or to a
+    copy of it where it shares bytes with ``out``: the loops write ``out``
+    while later planes still read the inputs."""
+    lines = _span(out, 4, "o")
+    for k, (local, name, ndim) in enumerate(inputs):
+        t = f"i{k}"
+        lines += _span(name, ndim, t)
+        lines.append(f"{local} = {name}.copy() if not ({t}e or oe) and {t}lo < ohi and olo < {t}hi else {name}")
+    return lines
+
+
+def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
+    n_args, has_bias, has_residual = _CONV_OPS[op]
+    if len(args) != n_args or not all(isinstance(a, Arr) for a in args):
+        return None
+    dtype = args[0].dtype  # type: ignore[union-attr]
+    if dtype not in FLOATS or any(a.dtype != dtype for a in args):  # type: ignore[union-attr]
+        return None
+    ranks = [4, 4] + ([1] if has_bias else []) + ([4] if has_residual else []) + [4]
+    if [a.ndim for a in args] != ranks:  # type: ignore[union-attr]
+        return None
+    weight, out_arg = args[1], args[-1]
+    if weight.shape is None or weight.shape[1] != 1:  # type: ignore[union-attr]
+        return None  # not depthwise at the first call: the general body
+    if out_arg.shape is not None and not conv_is_small(weight.shape, out_arg.shape):  # type: ignore[union-attr]
+        return None  # the NumPy kernel's direct loop, parallel over planes where threads are free
+    activation = attrs.get("activation", "none") if op != "nn.conv2d" else "none"
+    groups = attrs.get("groups", 1)
+    if activation not in ("none", "relu") or not isinstance(groups, int) or isinstance(groups, bool) or groups < 2:
+        return None
+    if attrs.get("data_layout", "NCHW") != "NCHW" or attrs.get("kernel_layout", "OIHW") != "OIHW":
+        return None
+    if attrs.get("out_layout") not in (None, "NCHW"):
+        return None
+    strides = ints(attrs.get("strides", (1, 1)), 2)
+    dilation = ints(attrs.get("dilation", (1, 1)), 2)
+    pads = ints(attrs.get("padding", (0, 0, 0, 0)), 4)
+    if strides is None or dilation is None or pads is None or min(strides + dilation) < 1 or min(pads) < 0:
+        return None
+    out = names[-1]
+    if out in names[:-1]:
+        return None  # one buffer read and written: the NumPy kernel's business
+    X, Wt = names[0], names[1]
+    B = names[2] if has_bias else None
+    R = names[3] if has_residual else None
+    (s0, s1), (d0, d1), (pt, pl, pb, pr) = strides, dilation, pads
+    G = int(groups)
+    zero = literal(0, dtype)
+    lines = [
+        f"N, C, H, W = {X}.shape",
+        f"O, Cg, KH, KW = {Wt}.shape",
+        f"OH, OW = {out}.shape[2], {out}.shape[3]",
+        f"if {out}.shape[0] != N or {out}.shape[1] != O or O % {G} != 0 or Cg * {G} != C:",
+        f"    raise ValueError('{op}: data, weight and output shapes do not match (groups {G})')",
+        f"if OH < 1 or (OH - 1) * {s0} + (KH - 1) * {d0} + 1 > H + {pt + pb}:",
+        f"    raise ValueError('{op}: the output height does not fit the input, padding and kernel')",
+        f"if OW < 1 or (OW - 1) * {s1} + (KW - 1) * {d1} + 1 > W + {pl + pr}:",
+        f"    raise ValueError('{op}: the output width does not fit the input, padding and kernel')",
+    ]
+    if has_bias:
+        lines += [f"if {B}.shape[0] != O:", f"    raise ValueError('{op}: the bias needs one value per output channel')",
+                  f"b = {B}.copy()"]  # fmt: skip
+    if has_residual:
+        lines += [
+            f"if {R}.shape[0] != N or {R}.shape[1] != O or {R}.shape[2] != OH or {R}.shape[3] != OW:",
+            f"    raise ValueError('{op}: the residual is not the output shape')",
+        ]
+    lines += unaliased([("x", X, 4), ("wt", Wt, 4)] + ([("r", R, 4)] if has_residual else []), out)
+    # one padded plane per stride phase, borders zero for the whole call (every
+    # channel writes the same interior cells); phase (a, b) at (a * s1 + b) * Pq
+    lines += [
+        f"Hq, Wq = (H + {pt + pb + s0 - 1}) // {s0}, (W + {pl + pr + s1 - 1}) // {s1}",
+        "Pq = Hq * Wq",
+        f"xq = np.zeros({s0 * s1} * Pq, np.{dtype})",
+        "L = (OH - 1) * Wq + OW",
+        f"acc = np.empty(L, np.{dtype})",
+        "Og = O // " + str(G),
+        "t3 = KH == 3 and KW == 3",
+        "for n in range(N):",
+        "    for o in range(O):",
+        "        if Cg == 0:",
+        "            for p in range(L):",
+        f"                acc[p] = {zero}",
+        "        for ci in range(Cg):",
+        "            c = (o // Og) * Cg + ci",
+        "            for iy in range(H):",
+        f"                y = iy + {pt}",
+        f"                prow = xq[((y % {s0}) * {s1}) * Pq + (y // {s0}) * Wq:]",
+        "                src = x[n, c, iy]",
+    ]
+    if s1 == 1:
+        lines += [f"                pr_ = prow[{pl}:]", "                for ix in range(W):", "                    pr_[ix] = src[ix]"]
+    else:  # item by item: a strided slice loop of a few items cost 4x more (272x14x14 3x3/2)
+        lines += [
+            "                for ix in range(W):",
+            f"                    xx = ix + {pl}",
+            f"                    prow[(xx % {s1}) * Pq + xx // {s1}] = src[ix]",
+        ]
+
+    def tap(ky: str, kx: str) -> str:
+        """The phase slice tap (ky, kx) reads (source text)."""
+        ty, tx = f"({ky}) * {d0}", f"({kx}) * {d1}"
+        return f"xq[(({ty}) % {s0} * {s1} + ({tx}) % {s1}) * Pq + (({ty}) // {s0}) * Wq + ({tx}) // {s1}:]"
+
+    # all nine taps of a 3x3 kernel in one pass; other kernels tap by tap
+    lines += ["            if t3:"]
+    lines += [f"                w{ky}{kx} = wt[o, ci, {ky}, {kx}]" for ky in range(3) for kx in range(3)]
+    lines += [f"                p{ky}{kx} = {tap(str(ky), str(kx))}" for ky in range(3) for kx in range(3)]
+    terms = " + ".join(f"w{ky}{kx} * p{ky}{kx}[p]" for ky in range(3) for kx in range(3))
+    lines += [
+        "                if ci == 0:",
+        "                    for p in range(L):",
+        f"                        acc[p] = {terms}",
+        "                else:",
+        "                    for p in range(L):",
+        f"                        acc[p] += {terms}",
+        "            else:",
+        "                if ci == 0:",
+        "                    for p in range(L):",
+        f"                        acc[p] = {zero}",
+        "                for ky in range(KH):",
+        "                    for kx in range(KW):",
+        "                        wv = wt[o, ci, ky, kx]",
+        f"                        ps = {tap('ky', 'kx')}",
+        "                        for p in range(L):",
+        "                            acc[p] += wv * ps[p]",
+        "        bo = b[o]" if has_bias else "",
+        "        for oy in range(OH):",
+        "            ar = acc[oy * Wq:]",
+        f"            orow = {out}[n, o, oy]",
+        "            rrow = r[n, o, oy]" if has_residual else "",
+        "            for ox in range(OW):",
+        "                v = ar[ox]",
+        "                v = v + bo" if has_bias else "",
+        "                v = v + rrow[ox]" if has_residual else "",
+        "                if v < 0:  # NaN stays NaN" if activation == "relu" else "",
+        f"                    v = {zero}" if activation == "relu" else "",
+        "                orow[ox] = v",
+    ]
+    return [ln for ln in lines if ln]
+
+
+for _op in _CONV_OPS:
+    specialise(_op)(lambda attrs, args, names, _op=_op: _conv(_op, attrs, args, names))
