@@ -12,8 +12,12 @@ chunks than threads (rows or columns of the output, or its leading batch
 axis), which the caller and ``n - 1`` persistent worker threads take from one
 shared counter, each running single-threaded BLAS on its chunk (NumPy
 releases the GIL inside the product). The caller takes chunks too: a worker
-that is not scheduled costs only the chunks it does not take, and the caller
-waits only for chunks a worker has started. Nothing polls: idle workers
+that is not scheduled costs only the chunks it does not take. Once no chunk
+is left, the caller waits about one chunk's time for those a worker started,
+then computes any still missing itself: a worker the scheduler set aside in
+mid-chunk stalls the call by at most that (workers write into scratch
+arrays, copied in only while the chunk is still wanted, so a late one never
+writes ``out`` after the caller has returned). Nothing polls: idle workers
 block on a lock.
 
 Results are those of one ``np.matmul``: no chunk splits the sum over K, and
@@ -32,6 +36,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -48,6 +53,9 @@ CHUNKS_PER_THREAD = 3
 CHUNK_MIN = 1 << 20
 #: chunk edges along rows or columns are multiples of this (BLAS's tile sizes divide it)
 _ALIGN = 16
+
+#: the least seconds the caller waits for a worker's chunk before doing it itself
+_WAIT_MIN_S = 50e-6
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _POOL_LOCK = threading.Lock()  # held by the one product using the workers
@@ -66,30 +74,77 @@ _CORES = _cores()
 
 
 class _Job:
-    """One product's chunks: ``next(taken)`` hands out chunk indices, ``next(finished)``
-    counts chunks done; whoever finishes the last sets ``done``."""
+    """One product's chunks. ``next(taken)`` hands out chunk indices; ``piece(i)``
+    is chunk i's (a, b, out) views. The caller writes its chunks into ``out``
+    directly, a worker into a scratch array copied in under ``lock`` only if the
+    chunk is not ``committed`` yet; so once the caller has marked a chunk
+    committed no worker writes it, and the caller may redo a late worker's
+    chunk itself and return without it. Whoever commits the last chunk sets
+    ``done``."""
 
-    __slots__ = ("run", "count", "taken", "finished", "done", "error")
+    __slots__ = ("piece", "count", "taken", "lock", "committed", "left", "done", "error")
 
-    def __init__(self, run: Callable[[int], None], count: int) -> None:
-        self.run = run
+    def __init__(self, piece: Callable[[int], tuple[Any, Any, Any]], count: int) -> None:
+        self.piece = piece
         self.count = count
         self.taken = itertools.count()  # next() is atomic under the GIL
-        self.finished = itertools.count(1)
+        self.lock = threading.Lock()
+        self.committed = [False] * count
+        self.left = count
         self.done = threading.Event()
         self.error: BaseException | None = None
 
-    def work(self) -> None:
-        """Takes chunks until none is left."""
-        count = self.count
-        while (i := next(self.taken)) < count:
+    def _commit(self, i: int) -> None:  # under self.lock
+        self.committed[i] = True
+        self.left -= 1
+        if self.left == 0:
+            self.done.set()
+
+    def caller_work(self) -> float:
+        """The caller's share: chunks until none is left untaken; returns the
+        longest one's seconds."""
+        longest = 0.0
+        while (i := next(self.taken)) < self.count:
+            with self.lock:
+                if self.committed[i]:
+                    continue
+                self.committed[i] = True  # claimed: no worker writes it now
+            t0 = time.perf_counter()
+            a, b, out = self.piece(i)
+            np.matmul(a, b, out=out)
+            longest = max(longest, time.perf_counter() - t0)
+            with self.lock:
+                self.left -= 1
+                if self.left == 0:
+                    self.done.set()
+        return longest
+
+    def redo_late(self) -> None:
+        """The caller computes every chunk no worker has committed yet."""
+        with self.lock:
+            late = [i for i in range(self.count) if not self.committed[i]]
+            for i in late:
+                self.committed[i] = True
+        for i in late:
+            a, b, out = self.piece(i)
+            np.matmul(a, b, out=out)
+
+    def worker_work(self) -> None:
+        """A worker's share: chunks into scratch, copied in if still wanted."""
+        while (i := next(self.taken)) < self.count:
+            if self.committed[i]:
+                continue  # an unlocked read: the caller took it over already
             try:
-                if self.error is None:
-                    self.run(i)
+                a, b, out = self.piece(i)
+                part = np.empty(out.shape, out.dtype)
+                np.matmul(a, b, out=part)
             except BaseException as err:  # noqa: BLE001 - re-raised on the caller
                 self.error = err
-            if next(self.finished) == count:
-                self.done.set()
+                continue  # the caller redoes the chunk, then raises
+            with self.lock:
+                if not self.committed[i]:
+                    np.copyto(out, part)
+                    self._commit(i)
 
 
 class _Worker:
@@ -108,7 +163,7 @@ class _Worker:
             self.wake.acquire()
             job = _job
             if job is not None:  # one woken late finds its product's chunks all taken
-                job.work()
+                job.worker_work()
 
     def signal(self) -> None:
         if self.wake.locked():  # else woken already and not yet running
@@ -125,8 +180,9 @@ def _unit_last(a: Any) -> bool:
     return a.shape[-1] <= 1 or a.strides[-1] == a.itemsize
 
 
-def _plan(a: Any, b: Any, out: Any, threads: int) -> tuple[Callable[[int], None], int] | None:
-    """(run chunk i, chunk count) for ``out[...] = a @ b``, or None to run it whole."""
+def _plan(a: Any, b: Any, out: Any, threads: int) -> tuple[Callable[[int], tuple[Any, Any, Any]], int] | None:
+    """(chunk i's (a, b, out) views, chunk count) for ``out[...] = a @ b``, or
+    None to run it whole."""
     if a.ndim < 2 or b.ndim < 2 or out.ndim < 2:
         return None
     if not (a.dtype == b.dtype == out.dtype and out.dtype in _FLOATS):
@@ -155,28 +211,27 @@ def _plan(a: Any, b: Any, out: Any, threads: int) -> tuple[Callable[[int], None]
         bounds = _even(batch[axis], chunks, 1)
         pick_a, pick_b, pick_out = (_along(x, axis - (out.ndim - x.ndim)) for x in (a, b, out))
 
-        def run(i: int) -> None:
+        def piece(i: int) -> tuple[Any, Any, Any]:
             lo, hi = bounds[i], bounds[i + 1]
-            np.matmul(pick_a(lo, hi), pick_b(lo, hi), out=pick_out(lo, hi))
+            return pick_a(lo, hi), pick_b(lo, hi), pick_out(lo, hi)
 
-        return run, len(bounds) - 1
-    # along the longer of rows and columns: a column chunk packs A again, a row chunk B
-    if n >= m:
+    # else along the longer of rows and columns: a column chunk packs A again, a row chunk B
+    elif n >= m:
         bounds = _even(n, chunks, _ALIGN)
 
-        def run(i: int) -> None:
+        def piece(i: int) -> tuple[Any, Any, Any]:
             lo, hi = bounds[i], bounds[i + 1]
-            np.matmul(a, b[..., lo:hi], out=out[..., lo:hi])
+            return a, b[..., lo:hi], out[..., lo:hi]
     else:
         bounds = _even(m, chunks, _ALIGN)
 
-        def run(i: int) -> None:
+        def piece(i: int) -> tuple[Any, Any, Any]:
             lo, hi = bounds[i], bounds[i + 1]
-            np.matmul(a[..., lo:hi, :], b, out=out[..., lo:hi, :])
+            return a[..., lo:hi, :], b, out[..., lo:hi, :]
 
     if len(bounds) < 3:
         return None
-    return run, len(bounds) - 1
+    return piece, len(bounds) - 1
 
 
 def _along(x: Any, axis: int) -> Callable[[int, int], Any]:
@@ -217,14 +272,18 @@ def matmul_into(xp: Any, a: Any, b: Any, out: Any) -> None:
         for w in _ensure_workers(threads - 1):
             w.signal()
         try:
-            job.work()
-            job.done.wait()  # the chunks workers took and have not finished
-        except BaseException as err:  # an interrupt: the workers' chunks still write `out`
-            if job.error is None:
-                job.error = err
-            job.work()  # skips the chunks left
-            job.done.wait()
-        _job = None
+            longest = job.caller_work()
+            # a worker's chunk started about when the caller's last one did: wait
+            # about a chunk's time for it, then do it here rather than wait for a
+            # worker the scheduler has set aside
+            if not job.done.wait(max(longest, _WAIT_MIN_S)):
+                job.redo_late()
+        except BaseException:  # an interrupt: no worker may write `out` after we leave
+            with job.lock:
+                job.committed[:] = [True] * job.count
+            raise
+        finally:
+            _job = None
     finally:
         _POOL_LOCK.release()
     if job.error is not None:

@@ -6,6 +6,7 @@ threads at once each get their own right result."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -148,13 +149,13 @@ def test_a_chunks_error_reaches_the_caller_and_the_pool_stays_usable(cut_everyth
     ran = []
 
     def failing(a_, b_, out_, threads):
-        run, count = real(a_, b_, out_, threads)
+        piece, count = real(a_, b_, out_, threads)
 
         def chunk(i):
             ran.append(i)
             if i == count - 1:  # the last chunk: taken by the caller or a worker
                 raise ValueError("chunk boom")
-            run(i)
+            return piece(i)
 
         return chunk, count
 
@@ -176,15 +177,15 @@ def test_an_error_in_a_worker_thread_reaches_the_caller(cut_everything, monkeypa
     started = threading.Event()
 
     def failing(a_, b_, out_, threads):
-        run, count = real(a_, b_, out_, threads)
+        piece, count = real(a_, b_, out_, threads)
 
         def chunk(i):
             if threading.get_ident() == caller:
                 started.wait(5)  # let a worker take a chunk
-            else:
+            elif not started.is_set():
                 started.set()
                 raise ValueError("worker boom")
-            run(i)
+            return piece(i)
 
         return chunk, count
 
@@ -257,6 +258,42 @@ def test_kernels_products_run_through_the_pool(cut_everything, monkeypatch):
     assert len(shared) >= 2
     np.testing.assert_allclose(got_c, want_c, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got_m, want_m, rtol=1e-5, atol=1e-5)
+
+
+def test_the_caller_redoes_a_late_workers_chunk_and_the_late_result_is_dropped(cut_everything, monkeypatch):
+    # a worker held up inside its chunk (as by the scheduler) past the caller's
+    # wait: the caller computes that chunk itself and returns; the worker's
+    # result, when it comes, must not be written into `out`
+    caller = threading.get_ident()
+    real = pp._plan
+    rng = np.random.default_rng(8)
+    a, b = _rand(rng, (64, 30), "float32"), _rand(rng, (30, 1000), "float32")
+    out = np.empty((64, 1000), "float32")
+    release, late_done = threading.Event(), threading.Event()
+
+    def slow(a_, b_, out_, threads):
+        piece, count = real(a_, b_, out_, threads)
+
+        def chunk(i):
+            pa, pb, po = piece(i)
+            if threading.get_ident() == caller:
+                return pa, pb, po
+
+            release.wait(10)
+            late_done.set()
+            return pa * np.float32(0) + np.float32(7), pb, po  # a wrong result, if it landed
+
+        return chunk, count
+
+    monkeypatch.setattr(pp, "_plan", slow)
+    with ThreadBudget(2):
+        pp.matmul_into(np, a, b, out)
+        got = out.copy()
+        release.set()
+        assert late_done.wait(10)
+        time.sleep(0.05)  # the worker's copy, were it to happen
+    assert np.all(np.abs(got - a @ b) <= _bound(a, b))
+    np.testing.assert_array_equal(out, got)
 
 
 def test_the_caller_finishes_alone_when_no_worker_runs(cut_everything, monkeypatch):
