@@ -275,6 +275,68 @@ def static_alloc_tensor_at(b: Builtins, offset: Any, dtype: Any) -> Callable | N
     return alloc_tensor
 
 
+#: placements one view site keeps (sets of source shape and arguments)
+_SITE_PLACES = 64
+
+
+def site_view(b: Builtins, symbol: str) -> Callable[..., NDArray]:
+    """View builtin ``symbol`` at one instruction, with run-time arguments: the
+    placement (byte offset, dims) is kept per source shape and arguments, so a
+    call at shapes seen before slices the block without working the view out
+    again (the general path took 10-15 us a view). Only placements are kept,
+    never arrays: a pooled block is not held."""
+    general = b.view
+    places: dict[tuple, tuple[int, tuple[int, ...]]] = {}
+
+    def view_of(src: Any, *args: Any) -> NDArray:
+        if src.__class__ is NDArray and not src._released:
+            block = src.allocation
+            data = src._data
+            if not block.freed and data.flags.c_contiguous:
+                try:
+                    key = (data.shape, args)
+                    place = places.get(key)
+                except TypeError:  # an argument that is not hashable: the general path
+                    return general(symbol, src, *args)
+                if place is None:
+                    place = place_view(symbol, data.shape, data.itemsize, args)  # its error names the view
+                    if len(places) >= _SITE_PLACES:
+                        places.clear()
+                    places[key] = place
+                offset, dims = place
+                start = src.offset + offset
+                end = start + math.prod(dims) * data.itemsize
+                if end <= block.nbytes:
+                    out = block.buffer[start:end].view(data.dtype).reshape(dims)
+                    return NDArray(out, block.allocator.device, block, start)
+        return general(symbol, src, *args)
+
+    return view_of
+
+
+def constant_view(b: Builtins, symbol: str) -> Callable[..., NDArray]:
+    """View builtin ``symbol`` of a constant with run-time arguments (a slice of
+    a position table by the sequence length): the placement of the last
+    arguments is kept, so a call with the same ones makes only the NDArray.
+    Kept for a constant only: its array lives as long as the VM, so holding
+    the view holds no memory a pool would give back."""
+    general = b.view
+    last: list = [None]  # (source array, arguments, view's array, its offset)
+
+    def view_of(src: Any, *args: Any) -> NDArray:
+        if src.__class__ is NDArray and not src._released:
+            hit = last[0]
+            data = src._data
+            if hit is not None and hit[0] is data and hit[1] == args:
+                return NDArray(hit[2], src.device, src.allocation, hit[3])
+            out = general(symbol, src, *args)
+            last[0] = (data, args, out._data, out.offset)
+            return out
+        return general(symbol, src, *args)
+
+    return view_of
+
+
 def static_arena_plan(b: Builtins, key: Any, names: Any) -> Callable | None:
     """``arena_plan(key, names, env)`` with its arena fixed (looked up once)."""
     if not (isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key)):

@@ -31,6 +31,8 @@ from ..ir.op_registry import missing_part
 from ..kernels.registry import bind_kernel, has_kernel
 from ..kernels.view_kernels import view_kernel
 from .builtins import (
+    constant_view,
+    site_view,
     static_alloc_storage,
     static_alloc_tensor,
     static_alloc_tensor_at,
@@ -404,8 +406,11 @@ class _Emitter:
         viewer = view_kernel(ins.func)
         kinds = (None,) + viewer.arg_kinds if viewer is not None else _ARG_KINDS.get(name, ())
         args = [self.arg(a, kinds[i] if i < len(kinds) else None) for i, a in enumerate(ins.args)]
-        if viewer is not None:
-            fn = self.bind(functools.partial(self.state.builtins.view, ins.func), "_B")
+        if viewer is not None and ins.args and ins.args[0][0] == "c":  # a view of a constant
+            fn = self.bind(constant_view(self.state.builtins, ins.func), "_P")
+            expr = f"{fn}({', '.join(args)})"
+        elif viewer is not None:
+            fn = self.bind(site_view(self.state.builtins, ins.func), "_P")
             expr = f"{fn}({', '.join(args)})"
         elif name == "make_tuple":
             expr = "(" + "".join(a + ", " for a in args) + ")"

@@ -460,3 +460,26 @@ def test_the_size_only_storage_refuses_a_negative_size_as_the_general_one_does()
     assert at(st, (2,))._data.shape == (2,)
     assert static_alloc_storage(b, 5) is None and static_alloc_tensor_at(b, -1, F32) is None
     call.free_all()
+
+
+@pytest.mark.parametrize("maker", ["site_view", "constant_view"])
+def test_a_view_site_keeps_placements_and_matches_the_general_view(maker):
+    from hetvm.runtime import builtins as bi
+
+    b = hetvm.VirtualMachine(symbolic_exe()).state.builtins
+    src = hetvm.nd.array(np.arange(24, dtype=np.int64).reshape(1, 24))
+    site = getattr(bi, maker)(b, "vm.builtin.slice_view")
+    for n in (5, 5, 3, 24, 0, 5):  # repeated, changed, and back
+        args = ((1,), (0,), (n,), (1,))
+        got, want = site(src, *args), b.view("vm.builtin.slice_view", src, *args)
+        assert got.shape == want.shape and got.offset == want.offset
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        assert got.allocation is src.allocation
+    other = hetvm.nd.array(np.arange(12, dtype=np.int64).reshape(1, 12))
+    np.testing.assert_array_equal(site(other, (1,), (0,), (5,), (1,)).numpy(), np.arange(5).reshape(1, 5))
+    with pytest.raises(HetvmRuntimeError, match="not one contiguous run"):
+        site(src, (1,), (0,), (5,), (2,))  # every other element
+    reshape = getattr(bi, maker)(b, "vm.builtin.reshape")
+    with pytest.raises(HetvmRuntimeError, match="cannot reshape"):
+        reshape(src, (5, 5))
+    np.testing.assert_array_equal(reshape(src, (3, 8)).numpy(), np.arange(24).reshape(3, 8))
