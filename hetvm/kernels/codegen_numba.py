@@ -23,10 +23,13 @@ Numba's own disk cache (``cache=True``) keeps the machine code across runs.
 Semantics follow the NumPy kernels: NaN propagates through ``maximum``,
 ``minimum``, ``clip`` and ``relu``; division by zero gives inf or NaN
 (``error_model="numpy"``); each step's result is cast to its dtype, so
-integers wrap where NumPy's do. Steps whose NumPy meaning is awkward in a
-scalar loop (integer ``divide``, ``floor_divide``, ``power`` and
-``reciprocal``; float-to-integer ``astype``; ``negative`` of bool) are not
-covered: such a program runs on the NumPy runner.
+integers wrap where NumPy's do; an integer ``clip`` (float bounds) runs in
+float64 as NumPy's does. A float-to-int32/int64 ``astype`` of a step casts as
+NumPy does on this machine, NaN and out-of-range included (:func:`float_to_int`).
+Steps whose NumPy meaning is awkward in a scalar loop (integer ``divide``,
+``floor_divide``, ``power`` and ``reciprocal``; float-to-integer ``astype`` of
+an input, or to another integer dtype; ``negative`` of bool) are not covered:
+such a program runs on the NumPy runner.
 
 Threads: a parallel variant (``prange`` over the outermost merged dimension)
 runs for outputs of at least :data:`PARALLEL_MIN` elements, one call at a time
@@ -53,7 +56,7 @@ from ..runtime.threads import numba_parallel_ok
 from .fused_program import STEP_OPS, NumpyRunner, check_broadcast, parse_ref
 
 __all__ = ["available", "mode", "prefers_generated", "LIBM_BOUND", "LIBM_SMALL", "generated_kernel", "covers",
-           "compile_stats", "count_compiled", "package_module", "kernel_source", "PARALLEL_MIN"]
+           "compile_stats", "count_compiled", "package_module", "kernel_source", "PARALLEL_MIN", "float_to_int"]
 
 log = logging.getLogger("hetvm.codegen")
 
@@ -180,16 +183,76 @@ def covers(program: Sequence[Sequence[Any]], input_dtypes: Sequence[str]) -> boo
         src = [input_dtypes[i] if kind == "x" else dtypes[i] for kind, i in map(parse_ref, step[2 : 2 + n_refs])]
         if op in _INT_ONLY_FLOAT and dtype not in _FLOAT:
             return False
-        if op == "astype" and src[0] in _FLOAT and dtype not in _FLOAT:
-            return False
-        if dtype == "bool" and STEP_OPS[op][2] not in ("bool", "not", "where"):
+        if op == "astype" and src[0] in _FLOAT and dtype not in _FLOAT and dtype != "bool":
+            # a step's float (its dtype is in the program, so the text can name it) to an
+            # integer of the cast NumPy does here; an input's float keeps the NumPy runner
+            if parse_ref(step[2])[0] == "x" or float_to_int(step[2], dtype) is None:  # type: ignore[index]
+                return False
+        if dtype == "bool" and STEP_OPS[op][2] not in ("bool", "not", "where") and op != "astype":
             return False
         if op == "where" and dtype == "bool":
             return False
-        if op == "clip" and dtype not in _FLOAT:
+        if op == "clip" and dtype not in _FLOAT and _int_clip(dtype, step[3:], "x", 0) is None:
             return False
         dtypes.append(dtype)
     return True
+
+
+#: the floats that truncate into each integer dtype, as a condition on ``{v}``
+#: (both bounds exact in float64; a float32 compares as its float64 value)
+_INT_RANGE = {"int32": "{v} > -2147483649.0 and {v} < 2147483648.0",
+              "int64": "{v} >= -9223372036854775808.0 and {v} < 9223372036854775808.0"}  # fmt: skip
+_INVALID_CAST: dict[str, int | None] = {}
+
+
+def _invalid_cast(dtype: str) -> int | None:
+    """The one value NumPy's cast gives NaN, infinities and out-of-range floats
+    here (x86: the "integer indefinite", the dtype's minimum), probed once; None
+    where it gives several (then no float-to-``dtype`` cast is generated: C leaves
+    it undefined, and NumPy does what the machine does)."""
+    if dtype not in _INVALID_CAST:
+        bad = [np.nan, np.inf, -np.inf, 1e30, -1e30, 2.0**63, -(2.0**64), 2.0**31 if dtype == "int32" else 2.0**70]
+        seen = set()
+        with np.errstate(invalid="ignore"):
+            for ftype in (np.float32, np.float64):
+                for n in (1, 7, 67):  # one element, and NumPy's vector loops with their tails
+                    seen.update(np.array(bad * n, ftype).astype(dtype).tolist())
+        _INVALID_CAST[dtype] = seen.pop() if len(seen) == 1 else None
+    return _INVALID_CAST[dtype]
+
+
+def float_to_int(expr: str, dtype: str) -> str | None:
+    """The expression casting the float ``expr`` (a name) to integer ``dtype``
+    exactly as NumPy's ``astype`` does here: truncation in range, the probed value
+    for NaN, infinities and out of range (where Numba's cast is undefined); None
+    for a dtype or machine not covered."""
+    invalid = _invalid_cast(dtype) if dtype in _INT_RANGE else None
+    if invalid is None:
+        return None
+    return f"(np.{dtype}({expr}) if {_INT_RANGE[dtype].format(v=expr)} else np.{dtype}({invalid}))"
+
+
+def _int_clip(dtype: str, params: Sequence[Any], a: str, k: int) -> list[str] | None:
+    """The statements of ``clip`` of integer step ``k`` of operand ``a`` (bounds:
+    the program's floats), or None. NumPy clips an integer array by Python floats
+    in float64 (NEP 50) and the kernel stores the result into the integer output:
+    so does this, with :func:`float_to_int`'s exact cast for int32 / int64, plain
+    truncation for other dtypes where both bounds lie in the dtype's range (the
+    result then does too)."""
+    if len(params) != 2 or dtype not in _INT_DTYPES:
+        return None
+    lo, hi = (float_text(float(p)) for p in params)
+    clipped = f"c{k} = np.minimum(np.maximum(np.float64({a}), np.float64({lo})), np.float64({hi}))"
+    cast = float_to_int(f"c{k}", dtype) if dtype in _INT_RANGE else None
+    if cast is not None:
+        return [clipped, f"t{k} = {cast}"]
+    info = np.iinfo(dtype)
+    if not all(info.min <= float(p) <= info.max for p in params):
+        return None
+    return [clipped, f"t{k} = np.{dtype}(c{k})"]
+
+
+_INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
 
 
 def float_text(value: Any) -> str:
@@ -230,6 +293,19 @@ def _body(program: Sequence[Sequence[Any]]) -> tuple[list[str], list[str]]:
         for key, ref in zip("abc", refs):
             kind, i = parse_ref(ref)  # type: ignore[misc]
             names[key] = f"{kind}{i}"
+        if op == "clip" and dtype not in _FLOAT:
+            clip = _int_clip(dtype, params, names["a"], k)
+            if clip is None:
+                raise ValueError(f"step {k}: clip of {dtype} by {params} is not covered")
+            lines.extend(clip)
+            continue
+        if op == "astype" and dtype == "bool":
+            lines.append(f"t{k} = {names['a']} != 0")  # NumPy's: nonzero, NaN included, is True
+            continue
+        src = refs[0] if op == "astype" else None
+        if src is not None and src[0] == "t" and program[int(src[1:])][1] in _FLOAT and dtype not in _FLOAT:
+            lines.append(f"t{k} = {float_to_int(names['a'], dtype)}")  # (covers: a step's float)
+            continue
         # params are in the step's dtype (clip's bounds, leakyrelu's slope), as
         # NumPy converts a Python float against a float32 array
         for i, p in enumerate(params):

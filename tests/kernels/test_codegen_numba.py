@@ -148,6 +148,18 @@ def test_uncovered_steps_run_on_the_numpy_runner():
     _check(to_int, np.array([1.5, -2.5, 3.0], F32))
 
 
+def test_integer_clip_casts_of_steps_to_int_and_bool_match_the_numpy_runner():
+    if cg.float_to_int("v", "int64") is None:
+        pytest.skip("NumPy's invalid cast gives several values on this machine: not generated")
+    big = np.array([2**53 + 1, -(2**53) - 3, -7, 0, 3, 2**62 + 511, -(2**63), 2**63 - 1], np.int64)
+    _check([("clip", "int64", "x0", -9.3e18, 9.3e18)], big)  # in float64, as NumPy's clip by floats
+    _check([("negative", "int32", "x0"), ("clip", "int32", "t0", -1.5, 2.5)], np.arange(-4, 5, dtype=np.int32))
+    x = _special()
+    _check([("log", F32, "x0"), ("astype", "int64", "t0")], x)  # -inf, NaN and out of range
+    _check([("astype", F64, "x0"), ("astype", "int32", "t0")], x * np.float32(1e9))
+    _check([("sqrt", F32, "x0"), ("astype", "bool", "t0")], x)
+
+
 def test_mismatched_shapes_are_an_error_not_a_broadcast_into_the_output():
     k = _kernel([("add", F32, "x0", "x1")])
     with pytest.raises(ValueError, match="could not be broadcast"):

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..codegen_numba import _body, covers
+from ..codegen_numba import _body, covers, float_to_int
 from ..fused_program import STEP_OPS, ProgramError, validate
-from . import Arg, Arr, Lines, broadcast_loop, check_same_shape, index, register
+from . import FLOATS, Arg, Arr, Lines, broadcast_loop, check_same_shape, index, register
 
 #: unfused ops that are one program step with no parameters
 _ONE_STEP = tuple(op for op, (_, params, rule) in STEP_OPS.items() if params == 0 and rule != "const" and op != "astype")
@@ -76,9 +76,16 @@ def _astype(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | N
     x, out = args  # type: ignore[misc]
     if x.ndim != out.ndim:
         return None
+    at = index(names[1], [f"i{d}" for d in range(out.ndim)])
+    check = check_same_shape(names[0], names[1], out.ndim, "astype")
     if out.dtype == "bool":  # NumPy's cast to bool: nonzero (NaN included) is True
-        at = index(names[1], [f"i{d}" for d in range(out.ndim)])
-        return check_same_shape(names[0], names[1], out.ndim, "astype") + broadcast_loop(names[1], out.ndim, [(names[0], x.ndim)], lambda r: [f"{at} = {r[0]} != 0"], "astype")
+        return check + broadcast_loop(names[1], out.ndim, [(names[0], x.ndim)], lambda r: [f"{at} = {r[0]} != 0"], "astype")
+    if x.dtype in FLOATS and out.dtype not in FLOATS:  # NumPy's cast here, NaN and out of range included
+        cast = float_to_int("v", out.dtype)
+        if cast is None:
+            return None
+        return check + broadcast_loop(names[1], out.ndim, [(names[0], x.ndim)],
+                                      lambda r: [f"v = {r[0]}", f"{at} = {cast}"], "astype")  # fmt: skip
     return _program_lines((("astype", out.dtype, "x0"),), args, names, "astype", same_shape=True)
 
 

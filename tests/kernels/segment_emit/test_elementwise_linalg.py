@@ -66,8 +66,87 @@ def test_casts_to_bool_and_between_numbers_match_numpy(numba_on):
         ("astype", {"dtype": "bool"}, [i, np.empty(5, bool)]),
         ("astype", {"dtype": "float32"}, [i, np.empty(5, np.float32)]),
     ])
-    # float to integer is left to NumPy (NaN and out-of-range values have no safe scalar cast)
-    assert_segment_matches([("astype", {"dtype": "int64"}, [x, np.empty(5, np.int64)])], compiled=False)
+
+
+# floats whose truncation to int32 / int64 is undefined in C, and their neighbours in range
+CAST_EDGES = [np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 3.7, -3.7, 1e30, -1e30, 2.0**63, -(2.0**63),
+              2.0**63 * (1 - 2.0**-24), 2.0**31, -(2.0**31), 2.0**31 - 1, -(2.0**31) - 1, 2.0**31 - 128]
+
+
+@pytest.mark.parametrize("src", ["float32", "float64"])
+@pytest.mark.parametrize("dst", ["int32", "int64"])
+def test_a_float_to_int_cast_matches_numpy_nan_and_out_of_range_included(numba_on, src, dst):
+    from hetvm.kernels.codegen_numba import float_to_int
+
+    if float_to_int("v", dst) is None:
+        pytest.skip("NumPy's invalid cast gives several values on this machine: not generated")
+    x = np.array(CAST_EDGES, src)
+    grid = np.repeat(x[None, :], 3, axis=0).T  # non-contiguous: a transposed view
+    assert_segment_matches([
+        ("astype", {"dtype": dst}, [x, np.empty(x.shape, dst)]),
+        ("astype", {"dtype": dst}, [grid, np.empty(grid.shape, dst)]),
+        ("astype", {"dtype": dst}, [np.empty((0, 3), src), np.empty((0, 3), dst)]),
+    ])
+
+
+@pytest.mark.parametrize("dst", ["int8", "int16", "uint8", "uint32", "uint64"])
+def test_a_float_cast_to_a_narrow_or_unsigned_int_keeps_its_numpy_kernel(numba_on, dst):
+    x = np.array(CAST_EDGES, np.float32)
+    assert_segment_matches([("astype", {"dtype": dst}, [x, np.empty(x.shape, dst)])], compiled=False)
+
+
+def _program(program, *inputs, compiled=True):
+    """A program's segment body against the NumPy runner (the fused kernel a
+    segment's fallback binds is the generated one where Numba is on)."""
+    from hetvm.kernels.fused_program import run_numpy
+    from hetvm.testing.segment_check import compiled_calls, run_both
+
+    out = np.empty(np.broadcast_shapes(*(a.shape for a in inputs)), program[-1][1])
+    got, _, seg = run_both([("fused_elementwise", {"program": program}, [*inputs, out])])
+    assert compiled_calls(seg) == (1 if compiled else 0)
+    want = np.empty_like(out)
+    with np.errstate(all="ignore"):
+        run_numpy(np, tuple(tuple(step) for step in program), inputs, want)
+    np.testing.assert_array_equal(got[-1], want)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int8", "uint8"])
+def test_an_integer_clip_in_a_program_clips_in_float64_as_numpy_does(numba_on, dtype):
+    info = np.iinfo(dtype)
+    small = [-3, -1, 0, 1, 2, 7] if info.min else [0, 1, 2, 3, 7]
+    x = np.array([info.min, info.min + 1, *small, 100, info.max - 1, info.max], dtype)
+    if dtype == "int64":  # above 2**53 float64 rounds: NumPy's result, which the body must match
+        x = np.concatenate([x, np.array([2**53 + 1, -(2**53) - 3, 2**62 + 511], dtype)])
+    y = x[::-1].reshape(-1, 1)  # broadcast against x: a (n, n) output
+    lo, hi = (-1.5, 6.5) if info.min else (0.5, 6.5)
+    _program([("add", dtype, "x0", "x1"), ("clip", dtype, "t0", lo, hi)], x, y)
+    _program([("clip", dtype, "x0", 5.0, 2.0)], x)  # lo > hi: hi everywhere
+    _program([("clip", dtype, "x0", float(info.min), float(info.max))], x)
+    _program([("clip", dtype, "x0", 0.0, 15.0)], np.empty((0, 4), dtype))
+
+
+def test_an_int8_clip_by_bounds_outside_its_range_keeps_the_numpy_runner(numba_on):
+    x = np.array([-128, 0, 127], np.int8)
+    _program([("clip", "int8", "x0", -1000.0, 1000.0)], x, compiled=False)
+
+
+def test_casts_of_a_programs_float_steps_to_int_and_of_its_steps_to_bool(numba_on):
+    from hetvm.kernels.codegen_numba import float_to_int
+
+    if float_to_int("v", "int64") is None:
+        pytest.skip("NumPy's invalid cast gives several values on this machine: not generated")
+    x = np.array(CAST_EDGES, np.float32).reshape(-1, 1)
+    i = np.array([[0, 3, -2, 7]], np.int64)
+    # log of 0, -1, inf: -inf, NaN, inf, cast to int64; bool of a float (NaN is True) and of an int
+    _program([("log", "float32", "x0"), ("astype", "int64", "t0"), ("add", "int64", "t1", "x1")], x, i)
+    _program([("multiply", "float32", "x0", "x0"), ("astype", "int32", "t0")], x)
+    _program([("multiply", "int64", "x0", "x1"), ("astype", "bool", "t0"), ("logical_not", "bool", "t1")], i.T, i)
+    _program([("sqrt", "float32", "x0"), ("astype", "bool", "t0")], x)
+
+
+def test_a_programs_cast_of_a_float_input_to_int_keeps_the_numpy_runner(numba_on):
+    # (the generated text names a step's dtype; an input's could be any at a later call)
+    _program([("astype", "int64", "x0")], np.array([1.5, np.nan], np.float32), compiled=False)
 
 
 def test_a_unary_op_refuses_an_input_that_would_broadcast_as_its_numpy_kernel_does(numba_on):
