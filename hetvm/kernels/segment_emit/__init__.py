@@ -138,7 +138,7 @@ def _ensure_loaded() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from . import conv, depthwise, elementwise, linalg, movement, norm, pool  # noqa: F401  (register emitters)
+        from . import conv, depthwise, elementwise, linalg, movement, norm, pool, resize  # noqa: F401  (register)
 
 
 def literal(value: Any, dtype: str | None = None) -> str:
