@@ -65,7 +65,7 @@ __all__ = ["CompiledFunction", "TailCall", "compile_function", "tail_call_pcs"]
 
 _TENSOR_BUILTINS = {"alloc_tensor", "alloc_tensor_direct", "copy_to"}
 # builtins that read no tensor's values: they may run before pending kernel calls
-_HOISTABLE = {"make_shape", "prim_value", "shape_of", "null_value", "alloc_storage", "alloc_tensor",
+_HOISTABLE = {"make_shape", "make_tuple", "prim_value", "shape_of", "null_value", "alloc_storage", "alloc_tensor",
               "alloc_tensor_direct"}
 # builtins that allocate: they take the call state first (the call owns the block)
 _CALL_BUILTINS = {"alloc_storage", "alloc_tensor_direct", "copy_to"}
