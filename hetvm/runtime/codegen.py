@@ -152,8 +152,10 @@ def _reaches_ret(instrs: list, pc: int, functions: Any) -> bool:
 class CompiledFunction:
     """The generated callable plus what is needed to explain its errors."""
 
-    def __init__(self, func: VMFunction, fn: Callable, filename: str, linemap: dict, source: str):
+    def __init__(self, func: VMFunction, fn: Callable, filename: str, linemap: dict, source: str,
+                 raw_params: frozenset[int] = frozenset()):  # fmt: skip
         self.func = func
+        self.raw_params = raw_params  # passed as their backend array, not an NDArray
         self.fn = fn
         self.filename = filename
         self.linemap = linemap  # generated line number -> pc
@@ -179,6 +181,7 @@ class _Emitter:
         self.tensor_regs = self._tensor_registers()
         self.direct = DirectViews()  # set by body() for a straight-line function
         self.param_data: dict[int, str] = {}  # tensor parameter -> local of its _data
+        self.raw_params: set[int] = set()  # parameters passed as their backend array (_raw_params)
         self.tail_pcs = tail_call_pcs(func, state.exe.functions)
         # consecutive kernel calls that run as one compiled segment (runtime/segments.py):
         # (indent, pc, op, attrs, kernel, argument sources) waiting to be emitted
@@ -578,6 +581,28 @@ class _Emitter:
             if r not in touched and self.tensor_regs.get(r) is not None
         }
 
+    def _raw_params(self) -> set[int]:
+        """Hoisted tensor parameters that only kernels read, each on the
+        parameter's own device: the call passes their backend array itself
+        (``values.param_checker(raw=True)``), with no NDArray made for them.
+
+        Why: a NumPy input read in place still cost a call a tensor, a counted
+        block and its release, about 2 us each; a model's inputs are read by
+        its kernels only."""
+        raw = set(self.param_data)
+        devices = self.state.devices
+        for ins in self.func.instructions:
+            if isinstance(ins, KernelCall):
+                dev = devices[ins.device]
+                raw -= {v for t, v in ins.args if t == "r" and self.tensor_regs.get(v) is not dev}
+            elif isinstance(ins, Call):
+                raw -= {v for t, v in ins.args if t == "r"}
+            elif isinstance(ins, (Ret, Kill)):
+                raw.discard(ins.reg)
+            elif isinstance(ins, If):
+                raw.discard(ins.cond)
+        return raw
+
     # -- whole function ----------------------------------------------------------
     def body(self) -> None:
         instrs = self.func.instructions
@@ -595,8 +620,9 @@ class _Emitter:
             if not (self.state.trace or self.state.poison):
                 self.direct = plan_direct_views(self.func, self.state.exe.functions)
                 self.param_data = self._hoisted_params()
+                self.raw_params = self._raw_params()
                 for r, local in self.param_data.items():
-                    self.emit(1, f"{local} = r{r}._data", None)
+                    self.emit(1, f"{local} = r{r}" if r in self.raw_params else f"{local} = r{r}._data", None)
             after: dict[int, list[int]] = {}
             for kill_pc, last in self.direct.moved_kills.items():
                 after.setdefault(last, []).append(kill_pc)
@@ -719,4 +745,4 @@ def compile_function(state: VMState, func: VMFunction) -> CompiledFunction:
     filename = f"<hetvm-vm#{next(_file_ids)}:{func.name}>"
     code = compile(source, filename, "exec")
     exec(code, em.ns)  # noqa: S102 - source generated above from validated bytecode
-    return CompiledFunction(func, em.ns["_vmfn"], filename, linemap, source)
+    return CompiledFunction(func, em.ns["_vmfn"], filename, linemap, source, frozenset(em.raw_params))

@@ -135,6 +135,9 @@ class ShapeBinder:
         self.bounds = sym_bounds
         self.func = func
         self._deferred: list[tuple[str, int, Any, int]] = []
+        #: tensors a call's raw parameters were read from (values.param_checker): held
+        #: as long as the binder, the length of the call
+        self.keep: list[Any] = []
 
     def bind_dims(self, what: str, pattern: list, given: tuple) -> None:
         if len(pattern) != len(given):

@@ -91,7 +91,28 @@ def check_value(
 
 
 def param_checker(info: dict, what: str, device_of: Callable[[int], Device],
-                  bounds: dict | None = None) -> Callable[..., Any]:  # fmt: skip
+                  bounds: dict | None = None, raw: bool = False) -> Callable[..., Any]:  # fmt: skip
+    """See :func:`_checker`; ``raw``: the check returns the tensor's backend
+    array (a parameter only kernels read, ``codegen._raw_params``). A NumPy
+    input that passes the short path is that array itself, read in place with
+    no tensor made; any other value is checked and converted as usual, its
+    tensor held by the binder for the call."""
+    check = _checker(info, what, device_of, bounds, raw)
+    if not raw:
+        return check
+
+    def raw_check(value: Any, binder: ShapeBinder, convert: bool) -> Any:
+        out = check(value, binder, convert)
+        if out.__class__ is np.ndarray:
+            return out
+        binder.keep.append(out)
+        return out._data
+
+    return raw_check
+
+
+def _checker(info: dict, what: str, device_of: Callable[[int], Device], bounds: dict | None,
+             raw: bool) -> Callable[..., Any]:  # fmt: skip
     """``check(value, binder, convert)``: :func:`check_value` for one parameter,
     with what it looks up made once (at VM load) and a short path for the input
     a caller passes most: a NumPy array of the parameter's dtype for a CPU
@@ -152,10 +173,15 @@ def param_checker(info: dict, what: str, device_of: Callable[[int], Device],
                         elif have != g:
                             break
                 else:
-                    out = adopter(value)
-                    if out is not None:
-                        out._killable = False
-                        return out
+                    if raw:  # the array itself, where adopting it would succeed
+                        flags = value.flags
+                        if flags.c_contiguous and flags.aligned:
+                            return value
+                    else:
+                        out = adopter(value)
+                        if out is not None:
+                            out._killable = False
+                            return out
         return general(value, binder, convert)
 
     return check

@@ -87,8 +87,9 @@ class VirtualMachine:
         self._by_file: dict[str, CompiledFunction] = {}
         for name, func in exe.functions.items():
             cf = compile_function(self.state, func)
-            cf.checkers = [param_checker(info, f"parameter '{p}'", self.state.device_of, func.sym_bounds)
-                           for info, p in zip(func.param_info, func.params)]  # fmt: skip
+            cf.checkers = [param_checker(info, f"parameter '{p}'", self.state.device_of, func.sym_bounds,
+                                         raw=i in cf.raw_params)
+                           for i, (info, p) in enumerate(zip(func.param_info, func.params))]  # fmt: skip
             self._compiled[name] = cf
             self._by_file[cf.filename] = cf
 

@@ -483,3 +483,16 @@ def test_a_view_site_keeps_placements_and_matches_the_general_view(maker):
     with pytest.raises(HetvmRuntimeError, match="cannot reshape"):
         reshape(src, (5, 5))
     np.testing.assert_array_equal(reshape(src, (3, 8)).numpy(), np.arange(24).reshape(3, 8))
+
+
+def test_a_parameter_only_kernels_read_is_passed_as_its_array():
+    vm = hetvm.VirtualMachine(symbolic_exe(second=[N, 4]))
+    src = vm.source("main")
+    assert "p0 = r0\n" in src and "r0._data" not in src, src  # raw: no tensor made for x
+    x = np.arange(12, dtype=F32).reshape(3, 4) / 5
+    want = np.exp(x)
+    for given in (x, hetvm.nd.array(x), np.asfortranarray(x)):  # in place, a tensor, a copy
+        np.testing.assert_allclose(vm["main"](given, x).numpy(), want, rtol=1e-6)
+    with pytest.raises(HetvmRuntimeError, match="expected dtype float32"):
+        vm["main"](x.astype(np.float64), x)
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
