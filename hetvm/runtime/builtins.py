@@ -343,12 +343,29 @@ def static_arena_plan(b: Builtins, key: Any, names: Any) -> Callable | None:
         return None
     if not isinstance(names, (list, tuple)):
         return None
-    bindings = b.state.exe.specialiser().bindings
+    specialiser = b.state.exe.specialiser()
+    bindings = specialiser.bindings
     function, arena = key
     names = tuple(names)
+    dims: list[tuple[str, ...]] = []  # the dims the arena depends on, once known
+    bound: dict[tuple, dict] = {}  # their values -> the names' bindings
 
     def arena_plan(env: dict) -> None:
-        env.update(zip(names, bindings(function, arena, env)))
+        if dims:  # a call at dims seen before: one dict update (from zip it took twice as long)
+            try:
+                got = bound.get(tuple([env[d] for d in dims[0]]))
+            except KeyError:  # a dim not bound: bindings() says which
+                got = None
+            if got is not None:
+                env.update(got)
+                return
+        values = bindings(function, arena, env)  # checks, and places the arena at new dims
+        if not dims:
+            dims.append(tuple(specialiser.spec(function, arena).dims))
+        if len(bound) >= specialiser.cache_size:
+            bound.clear()
+        got = bound[tuple([env[d] for d in dims[0]])] = dict(zip(names, values))
+        env.update(got)
 
     return arena_plan
 
