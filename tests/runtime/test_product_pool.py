@@ -269,7 +269,7 @@ def test_the_caller_redoes_a_late_workers_chunk_and_the_late_result_is_dropped(c
     rng = np.random.default_rng(8)
     a, b = _rand(rng, (64, 30), "float32"), _rand(rng, (30, 1000), "float32")
     out = np.empty((64, 1000), "float32")
-    release, late_done = threading.Event(), threading.Event()
+    worker_in, release, late_done = threading.Event(), threading.Event(), threading.Event()
 
     def slow(a_, b_, out_, threads):
         piece, count = real(a_, b_, out_, threads)
@@ -277,8 +277,9 @@ def test_the_caller_redoes_a_late_workers_chunk_and_the_late_result_is_dropped(c
         def chunk(i):
             pa, pb, po = piece(i)
             if threading.get_ident() == caller:
+                assert worker_in.wait(10)  # a worker has taken a chunk
                 return pa, pb, po
-
+            worker_in.set()
             release.wait(10)
             late_done.set()
             return pa * np.float32(0) + np.float32(7), pb, po  # a wrong result, if it landed
