@@ -4,15 +4,15 @@ per-channel bias and ReLU (``nn.max_pool2d_bias_act``), NCHW.
 Why: the general pooling body (``conv.py``) folds each output's window tap by
 tap, computing the window's bounds per output: scalar code, 5-8x ONNX
 Runtime's time on ShuffleNet's and SqueezeNet's pools. Here the window is
-folded separably and every loop is a long run LLVM vectorises: per plane,
-each input row is folded along the window's columns (``kw`` taps, literal
-offsets) into a row of ``OW`` items, stored by stride phase of its padded row
-(padded row ``R`` in phase ``R % s0`` at row ``R // s0``), so that tap ``ky``
-of output row ``oy`` is row ``oy + ky * d0 // s0`` of one phase; rows of
-padding hold the fold's identity (the lowest value for max, zero for the
-sum), written once a call. Only the few columns whose window crosses the
-image's side fold with bounds checks. The last pass folds the ``kh`` rows
-and stores with the bias and ReLU, or divides by the window's count.
+folded separably, rows first: for each output row, the window's input rows
+are folded along their whole width into one row buffer (one pass with every
+row where all lie in the image, literal taps; row by row at the top and
+bottom edges), then the buffer's columns are folded into the output row
+(``kw`` literal taps at the stride) with the bias and ReLU or the division by
+the window's count. Only the few columns whose window crosses the image's
+side fold with bounds checks. Folding columns first, over every input row,
+did twice the strided reads (SqueezeNet's 128x55x55 max pool 169 against 142
+us); one pass over the rows instead of one a row, 10-30% less again.
 
 What the NumPy kernels (``pool.py``) compute, and so the bodies: padding and
 ceil_mode's overhang are the identity; NaN propagates through max as with
@@ -119,29 +119,37 @@ def _pool(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
         "    for c in range(C):",
         "        bo = b[c]" if has_bias else "",
         "        for oy in range(OH):",
-        # the rows first, along whole input rows: the window's rows inside the image
+        # the rows first, along whole input rows: the window's rows inside the
+        # image in one pass where all are (the interior), else row by row
         f"            y0 = oy * {s0} - {pt}",
-        "            first = True",
-        "            ch = 0",
-        f"            for ky in range({kh}):",
-        f"                iy = y0 + ky * {d0}",
+        f"            if y0 >= 0 and y0 + {(kh - 1) * d0} < H:",
+        f"                ch = {kh}",
+        *(f"                r{ky} = x[n, c, y0 + {ky * d0}]" for ky in range(kh)),
+        "                for ix in range(W):",
+        *(f"                    v = {'r0[ix]' if ky == 0 else _fold(is_max, 'v', f'r{ky}[ix]')}" for ky in range(kh)),
+        "                    vrow[ix] = v",
+        "            else:",
+        "                first = True",
+        "                ch = 0",
+        f"                for ky in range({kh}):",
+        f"                    iy = y0 + ky * {d0}",
     ]
     if not is_max:
-        lines += [f"                if iy + {pt} >= {lo_h} and iy + {pt} < {hi_h}:", "                    ch += 1"]
+        lines += [f"                    if iy + {pt} >= {lo_h} and iy + {pt} < {hi_h}:", "                        ch += 1"]
     lines += [
-        "                if iy < 0 or iy >= H:",
-        "                    continue",
-        "                src = x[n, c, iy]",
-        "                if first:",
-        "                    first = False",
+        "                    if iy < 0 or iy >= H:",
+        "                        continue",
+        "                    src = x[n, c, iy]",
+        "                    if first:",
+        "                        first = False",
+        "                        for ix in range(W):",
+        "                            vrow[ix] = src[ix]",
+        "                    else:",
+        "                        for ix in range(W):",
+        f"                            vrow[ix] = {_fold(is_max, 'vrow[ix]', 'src[ix]')}",
+        "                if first:  # the window's rows are all padding",
         "                    for ix in range(W):",
-        "                        vrow[ix] = src[ix]",
-        "                else:",
-        "                    for ix in range(W):",
-        f"                        vrow[ix] = {_fold(is_max, 'vrow[ix]', 'src[ix]')}",
-        "            if first:  # the window's rows are all padding",
-        "                for ix in range(W):",
-        f"                    vrow[ix] = {ident}",
+        f"                        vrow[ix] = {ident}",
         # then the columns, into the output row with the epilogue
         f"            orow = {out}[n, c, oy]",
         f"            xs = vrow[qlo * {s1} - {pl}:]",
