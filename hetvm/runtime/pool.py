@@ -107,6 +107,7 @@ class PooledAllocator(Allocator):
         self.high_water_bytes = 0  # the largest bytes_in_use ever
         self.trimmed = {"limit": 0, "cap": 0, "idle": 0, "release": 0}
         self._tick = 0
+        self._next_idle_scan = 0  # the first tick a segment may have gone idle for idle_calls
         self._keys = itertools.count()
         self._free: list[tuple[int, int]] = []  # sorted (size, key) of free chunks
         self._by_key: dict[int, _Chunk] = {}
@@ -240,15 +241,27 @@ class PooledAllocator(Allocator):
 
     def begin_call(self) -> None:
         """A VM call starts (the VM was idle): the report restarts, and segments
-        idle for ``idle_calls`` calls go back to the device."""
-        def start() -> None:
-            self.reset_peak()
-            self._tick += 1
-            if self.idle_calls is not None:
-                before = self._tick - self.idle_calls
-                self._give_segments_back("idle", lambda: True, idle_before=before)
+        idle for ``idle_calls`` calls go back to the device.
 
-        self._locked(start)
+        The segments are scanned only from the first tick one of them could have
+        expired at (the least ``last_used`` at the last scan, plus ``idle_calls``):
+        ``last_used`` only grows and a new segment starts at the current tick, so
+        no expiry is missed, and a call on a warm pool does not sort its
+        segments (1-2 us a call)."""
+        with self._lock:
+            self._owner = threading.get_ident()
+            try:
+                self.reset_peak()
+                self._tick += 1
+                if self.idle_calls is not None and self._tick >= self._next_idle_scan:
+                    before = self._tick - self.idle_calls
+                    self._give_segments_back("idle", lambda: True, idle_before=before)
+                    oldest = min((seg.last_used for seg in self._segments.values()), default=self._tick)
+                    self._next_idle_scan = oldest + self.idle_calls
+                while self._deferred:
+                    self._free_locked(self._deferred.pop())
+            finally:
+                self._owner = None
 
     def _locked(self, fn: Any) -> None:
         with self._lock:

@@ -131,6 +131,31 @@ def test_segments_idle_for_idle_calls_go_back():
     assert stats["segments"] == 0 and stats["trimmed"]["idle"] == 5000
 
 
+def test_idle_segments_go_back_on_time_when_scans_are_skipped():
+    # begin_call scans only from the first tick a segment could have expired at;
+    # a segment used again, or made later, must still go back exactly idle_calls
+    # calls after its last use
+    alloc = PooledAllocator(hetvm.cpu(0), idle_calls=3)
+    alloc.begin_call()  # tick 1
+    alloc.alloc(4000).force_free()  # segment A, last used at 1
+    for tick in range(2, 5):  # A idle for 3 calls (2, 3, 4): still kept
+        alloc.begin_call()
+        if tick == 3:
+            alloc.alloc(9000).force_free()  # segment B (A's 4000 free bytes are too few), last used at 3
+    assert alloc.stats()["segments"] == 2
+    alloc.begin_call()  # tick 5: A unused for 4 calls goes; B (3) stays
+    stats = alloc.stats()
+    assert stats["segments"] == 1 and stats["trimmed"]["idle"] == 4000
+    alloc.begin_call()  # tick 6: B unused since 3 (3 calls): kept
+    assert alloc.stats()["segments"] == 1
+    alloc.alloc(9000).force_free()  # B used again at 6
+    for _ in range(3):  # ticks 7-9
+        alloc.begin_call()
+    assert alloc.stats()["segments"] == 1
+    alloc.begin_call()  # tick 10
+    assert alloc.stats()["segments"] == 0 and alloc.stats()["trimmed"]["idle"] == 13000
+
+
 def test_trim_and_release_all_give_free_segments_back():
     alloc = PooledAllocator(hetvm.cpu(0))
     keep = alloc.alloc(100)
