@@ -245,6 +245,68 @@ def static_alloc_storage(b: Builtins, device_index: Any, scope: Any = "global",
     return alloc_storage
 
 
+def own_block_tensor(b: Builtins, storage_args: list, dtype: Any, storage_pc: int | None = None
+                     ) -> Callable[..., NDArray]:  # fmt: skip
+    """``alloc_tensor(alloc_storage(call, size, *storage_args), 0, shape, dtype)``
+    with the storage killed at once: a tensor in a block of its own, with no
+    Storage object (``codegen._own_block_tensors``). A size or shape outside
+    the short path runs the two general builtins, which say what is wrong; an
+    error of the storage's names its instruction (``storage_pc``). A pooled
+    block keeps the array made over it, as ``static_alloc_tensor``'s do."""
+    general_storage, general_tensor = b.alloc_storage, b.alloc_tensor
+    device_index = storage_args[0] if storage_args else None
+    try:
+        item = np_dtype(storage_args[2] if len(storage_args) > 2 else "uint8").itemsize
+        dt = np_dtype(dtype)
+    except HetvmRuntimeError:
+        item = dt = None
+    fast = dt is not None and type(device_index) is int and 0 <= device_index < len(b.state.devices)
+    key = next(_keys)
+
+    def alloc(call: CallState, size: Any, shape: Any) -> NDArray:
+        if fast and shape.__class__ in (ShapeTuple, tuple):
+            n = item
+            for d in size:
+                if d.__class__ is not int or d < 0:
+                    break
+                n *= d
+            else:
+                end = dt.itemsize
+                for d in shape:
+                    if d.__class__ is not int or d < 0:
+                        break
+                    end *= d
+                else:
+                    if end <= n:
+                        try:
+                            block = call.alloc(device_index, n)
+                        except Exception as err:  # (out of memory): the storage's instruction
+                            if storage_pc is not None:
+                                err._hetvm_pc = storage_pc  # type: ignore[attr-defined]  # (vm._locate)
+                            raise
+                        views = block.views
+                        hit = views.get(key) if views is not None else None
+                        if hit is not None and hit[0] == shape:
+                            data = hit[1]
+                        else:
+                            data = block.buffer[:end].view(dt).reshape(shape)
+                            if views is not None:
+                                views[key] = (tuple(shape), data)
+                        return NDArray(data, block.allocator.device, block, 0)
+        try:
+            storage = general_storage(call, size, *storage_args)
+        except Exception as err:
+            if storage_pc is not None:
+                err._hetvm_pc = storage_pc  # type: ignore[attr-defined]  # (vm._locate)
+            raise
+        try:
+            return general_tensor(storage, 0, shape, dtype)
+        finally:
+            storage.release()
+
+    return alloc
+
+
 def static_alloc_tensor_at(b: Builtins, offset: Any, dtype: Any) -> Callable | None:
     """``alloc_tensor(storage, offset, shape, dtype)`` with the offset and dtype
     fixed and the shape a run-time value (a symbolic output's tensor)."""

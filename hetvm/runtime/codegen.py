@@ -32,6 +32,7 @@ from ..kernels.registry import bind_kernel, has_kernel
 from ..kernels.view_kernels import view_kernel
 from .builtins import (
     constant_view,
+    own_block_tensor,
     site_view,
     static_alloc_storage,
     static_alloc_tensor,
@@ -182,6 +183,9 @@ class _Emitter:
         self.direct = DirectViews()  # set by body() for a straight-line function
         self.param_data: dict[int, str] = {}  # tensor parameter -> local of its _data
         self.raw_params: set[int] = set()  # parameters passed as their backend array (_raw_params)
+        #: (see _own_block_tensors) tensor pc -> its storage's (pc, alloc_storage); and the pcs
+        #: of those alloc_storage and of the storages' kills, which emit nothing
+        self.own_blocks: tuple[dict[int, tuple[int, Call]], set[int]] = ({}, set())
         self.tail_pcs = tail_call_pcs(func, state.exe.functions)
         # consecutive kernel calls that run as one compiled segment (runtime/segments.py):
         # (indent, pc, op, attrs, kernel, argument sources) waiting to be emitted
@@ -352,6 +356,12 @@ class _Emitter:
         elif isinstance(ins, Call):
             if ins.dst in direct.tensors or ins.dst in direct.unused:
                 return  # carved with its storage (or read only to carve)
+            if pc in self.own_blocks[1]:
+                return  # allocated with its one tensor (_own_block_tensors)
+            fused = self.own_blocks[0].get(pc)
+            if fused is not None:
+                self.own_block_tensor(pc, ins, fused, ind)
+                return
             if ins.dst in direct.tuples:  # what a kernel takes for a tuple of tensors
                 self.emit(ind, f"r{ins.dst} = [{', '.join(f'd{r}' for r in direct.tuples[ins.dst])}]", pc)
                 return
@@ -365,6 +375,8 @@ class _Emitter:
                 env = ", E" if variables else ""
                 self.emit(ind, f"{names}= {carve}(r{ins.dst}{env})", pc)
         elif isinstance(ins, Kill):
+            if pc in self.own_blocks[1]:
+                return  # the storage's count was never made (_own_block_tensors)
             if ins.reg in direct.tensors or ins.reg in direct.unused or ins.reg in direct.tuples:
                 return  # a direct view has no count (nor a list of them)
             if pc in direct.moved_kills:
@@ -603,6 +615,65 @@ class _Emitter:
                 raw.discard(ins.cond)
         return raw
 
+    def _own_block_tensors(self) -> tuple[dict[int, tuple[int, Call]], set[int]]:
+        """Storages that hold one tensor at offset 0 and are killed after it is
+        made (a function's results, each in a block of its own): the tensor is
+        allocated in one step, as a block with no Storage object, count or kill.
+
+        Why: ``alloc_storage``, ``alloc_tensor`` and the storage's ``Kill`` cost
+        a call about 4.5 us a result; the block, its size and when it goes back
+        (with the tensor's last reference) are the same. Only where the storage
+        register is read by nothing else, and the size register the
+        ``alloc_storage`` read is not redefined or killed before the tensor is
+        made (the fused instruction reads it there)."""
+        fused: dict[int, tuple[int, Call]] = {}
+        skipped: set[int] = set()
+        instrs = self.func.instructions
+        if self.state.trace or self.state.poison:
+            return fused, skipped
+        uses: dict[int, list[int]] = {}
+        for pc, ins in enumerate(instrs):
+            for r in _registers_of(ins):
+                uses.setdefault(r, []).append(pc)
+        funcs = self.state.exe.functions
+        for pc, ins in enumerate(instrs):
+            if not (isinstance(ins, Call) and ins.func == BUILTIN_PREFIX + "alloc_storage" and ins.func not in funcs):
+                continue
+            s = ins.dst
+            if s is None or s in self.direct.by_storage or len(ins.args) < 2 or ins.args[0][0] not in "ri":
+                continue
+            if any(t != "i" for t, _ in ins.args[1:]):
+                continue
+            at = [u for u in uses.get(s, []) if u != pc]
+            if len(at) != 2:
+                continue
+            t_pc, k_pc = at
+            t, k = instrs[t_pc], instrs[k_pc]
+            is_tensor = (isinstance(t, Call) and t.func == BUILTIN_PREFIX + "alloc_tensor" and t.dst is not None
+                         and len(t.args) == 4 and t.args[0] == ("r", s) and t.args[1] == ("i", 0)
+                         and t.args[3][0] == "i" and t.args[2][0] in "ri")  # fmt: skip
+            if not is_tensor or not (isinstance(k, Kill) and k.reg == s) or t.dst in self.direct.tensors:
+                continue
+            size = ins.args[0]
+            if size[0] == "r" and any(
+                (isinstance(instrs[q], Call) and instrs[q].dst == size[1])
+                or (isinstance(instrs[q], Kill) and instrs[q].reg == size[1])
+                for q in range(pc + 1, t_pc)
+            ):  # fmt: skip
+                continue
+            fused[t_pc] = (pc, ins)
+            skipped.update((pc, k_pc))
+        return fused, skipped
+
+    def own_block_tensor(self, pc: int, ins: Call, fused: tuple[int, Call], ind: int) -> None:
+        """``r = alloc_tensor(alloc_storage(size, ...), 0, shape, dtype)`` as one
+        step (see :meth:`_own_block_tensors`)."""
+        storage_pc, storage = fused
+        fn = own_block_tensor(self.state.builtins, [v for _, v in storage.args[1:]], ins.args[3][1], storage_pc)
+        size = self.arg(storage.args[0], "shape")
+        shape = self.arg(ins.args[2], "shape")
+        self.emit(ind, f"r{ins.dst} = {self.bind(fn, '_P')}(C, {size}, {shape})", pc)
+
     # -- whole function ----------------------------------------------------------
     def body(self) -> None:
         instrs = self.func.instructions
@@ -621,6 +692,7 @@ class _Emitter:
                 self.direct = plan_direct_views(self.func, self.state.exe.functions)
                 self.param_data = self._hoisted_params()
                 self.raw_params = self._raw_params()
+                self.own_blocks = self._own_block_tensors()
                 for r, local in self.param_data.items():
                     self.emit(1, f"{local} = r{r}" if r in self.raw_params else f"{local} = r{r}._data", None)
             after: dict[int, list[int]] = {}

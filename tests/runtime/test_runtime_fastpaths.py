@@ -411,7 +411,9 @@ def symbolic_exe(bounds=None, second=None):
 def test_size_only_builtins_run_a_symbolic_block_and_match_the_general_path():
     vm = hetvm.VirtualMachine(symbolic_exe())
     src = vm.source("main")
-    assert src.count("= _P") == 2 and "= _B" not in src, src
+    # the result's storage holds it alone and is killed at once: one step, no Storage
+    # (codegen._own_block_tensors), with its size and shape read at run time
+    assert src.count("= _P") == 1 and "= _B" not in src and "_kill" not in src, src
     for n in (1, 3, 0):
         x = np.arange(4 * n, dtype=F32).reshape(n, 4) / 7
         np.testing.assert_allclose(vm["main"](x).numpy(), np.exp(x), rtol=1e-6)
@@ -495,4 +497,16 @@ def test_a_parameter_only_kernels_read_is_passed_as_its_array():
         np.testing.assert_allclose(vm["main"](given, x).numpy(), want, rtol=1e-6)
     with pytest.raises(HetvmRuntimeError, match="expected dtype float32"):
         vm["main"](x.astype(np.float64), x)
+    assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
+
+
+def test_a_result_in_a_block_of_its_own_that_does_not_fit_says_so_and_frees_it():
+    exe = symbolic_exe()
+    func = exe.functions["main"]
+    k = 1
+    func.instructions[2] = Call(k + 2, B + "make_shape", (imm([N, 8]),))  # n*32 bytes in n*16
+    vm = hetvm.VirtualMachine(exe)
+    assert "= _P" in vm.source("main")
+    with pytest.raises(HetvmRuntimeError, match="does not fit in a storage of 48 bytes"):
+        vm["main"](np.ones((3, 4), F32))
     assert vm.memory_report()["cpu:0"]["bytes_in_use"] == 0
