@@ -86,6 +86,10 @@ _SCALAR: dict[str, str] = {
     "where": "({b} if {a} else {c})",
 }  # fmt: skip
 
+#: float32 steps with a template of their own: libm's expf is one call per
+#: element, which keeps a loop scalar (7x slower on EfficientNet's SiLU)
+_SCALAR32: dict[str, str] = {"sigmoid": "_sigmoid32({a})", "nn.silu": "{a} * _sigmoid32({a})"}
+
 _FLOAT = ("float32", "float64")
 _INT_ONLY_FLOAT = frozenset({"divide", "floor_divide", "power", "reciprocal"})
 
@@ -100,6 +104,24 @@ import numpy as np
 def _sigmoid(x):
     e = np.exp(-np.abs(x))
     return 1.0 / (1.0 + e) if x >= 0 else e / (1.0 + e)
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _sigmoid32(x):
+    # a float32 sigmoid in float64 without libm: exp(-|x|) as 2**n * exp(r),
+    # |r| <= ln(2)/2, by a degree-9 polynomial (relative error below 1e-11),
+    # 2**n built from its bits; straight-line, so a loop of it vectorises
+    a = np.float64(np.abs(x))
+    c = a if a < 200.0 else 200.0  # exp(-200) is 0 in float32; NaN goes here too
+    n = np.floor(c * -1.4426950408889634 + 0.5)
+    r = (n * -0.6931471803691238 - c) - n * 1.9082149292705877e-10
+    p = 1.0 + r * (1.0 + r * (0.5 + r * (0.16666666666666666 + r * (0.041666666666666664 + r * (
+        0.008333333333333333 + r * (0.001388888888888889 + r * (0.0001984126984126984 + r * (
+            2.48015873015873e-05 + r * 2.7557319223985893e-06))))))))
+    e = p * np.int64(np.int64(n + 1023.0) << 52).view(np.float64) if a < 200.0 else 0.0
+    d = 1.0 / (1.0 + e)
+    s = d if x >= 0 else e * d
+    return s if x == x else a
 
 '''
 
@@ -311,7 +333,8 @@ def _body(program: Sequence[Sequence[Any]]) -> tuple[list[str], list[str]]:
         for i, p in enumerate(params):
             names[f"p{i}"] = _literal(p, dtype)
         names["zero"] = _literal(0, dtype)
-        lines.append(f"t{k} = {_cast(_SCALAR[op].format(**names), dtype)}")
+        template = _SCALAR32.get(op, _SCALAR[op]) if dtype == "float32" else _SCALAR[op]
+        lines.append(f"t{k} = {_cast(template.format(**names), dtype)}")
     return consts, lines
 
 

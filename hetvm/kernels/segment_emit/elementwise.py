@@ -20,6 +20,10 @@ from . import FLOATS, Arg, Arr, Lines, broadcast_loop, check_same_shape, index, 
 _ONE_STEP = tuple(op for op, (_, params, rule) in STEP_OPS.items() if params == 0 and rule != "const" and op != "astype")
 
 
+#: programs of at most this many inputs get a loop for each input that is the output
+_IN_PLACE_VARIANTS = 3
+
+
 def _program_lines(program: tuple, args: Sequence[Arg], names: Sequence[Any], what: str,
                    same_shape: bool = False) -> Lines | None:  # fmt: skip
     """A program's loop over the output; ``same_shape``: the input must have the
@@ -44,12 +48,35 @@ def _program_lines(program: tuple, args: Sequence[Arg], names: Sequence[Any], wh
     last = f"t{len(program) - 1}"
     out_name = names[-1]
 
-    def body(reads: list[str]) -> Lines:
+    def body(reads: list[str], target: str | None = None) -> Lines:
         loads = [f"x{i} = {r}" for i, r in enumerate(reads)]
-        return loads + steps + [f"{index(out_name, [f'i{d}' for d in range(out.ndim)])} = {last}"]  # type: ignore[union-attr]
+        target = target or index(out_name, [f"i{d}" for d in range(out.ndim)])  # type: ignore[union-attr]
+        return loads + steps + [f"{target} = {last}"]
 
     ins = [(names[i], a.ndim) for i, a in enumerate(inputs)]  # type: ignore[union-attr]
-    return consts + broadcast_loop(out_name, out.ndim, ins, body, what)  # type: ignore[union-attr]
+    loop = broadcast_loop(out_name, out.ndim, ins, body, what)  # type: ignore[union-attr]
+    if out.ndim == 0 or any(a.ndim != out.ndim for a in inputs):  # type: ignore[union-attr]
+        return consts + loop
+    # every operand of the output's shape and C-contiguous (the common case): one
+    # flat loop, whose unit-stride accesses vectorise (the nest's broadcast
+    # strides, 0 or 1 at run time, keep it scalar); same elements, same order
+    arrays = [names[i] for i in range(len(inputs))] + [out_name]
+    same = [f"{n}.shape[{d}] == {out_name}.shape[{d}]" for n in arrays[:-1] for d in range(out.ndim)]  # type: ignore[union-attr]
+    contiguous = [f"{n}.flags.c_contiguous" for n in arrays]
+    # an input that is the output itself (the planner's in-place steps) is read
+    # through the output's name: LLVM cannot tell two names of one buffer from
+    # an overlap and would run the loop scalar
+    n_in = len(inputs)
+    flat = [f"ef{k} = np.ascontiguousarray({n}).reshape({out_name}.size)" for k, n in enumerate(arrays)]
+    for k in range(n_in if n_in <= _IN_PLACE_VARIANTS else 0):
+        reads = [f"ef{n_in if i == k else i}[ie]" for i in range(n_in)]
+        flat += [f"{'if' if k == 0 else 'elif'} ef{k}.ctypes.data == ef{n_in}.ctypes.data:",
+                 f"    for ie in range({out_name}.size):", *("        " + ln for ln in body(reads, f"ef{n_in}[ie]"))]  # fmt: skip
+    plain = [f"for ie in range({out_name}.size):"]
+    plain += ["    " + ln for ln in body([f"ef{k}[ie]" for k in range(n_in)], f"ef{n_in}[ie]")]
+    flat += (["else:"] + ["    " + ln for ln in plain]) if 0 < n_in <= _IN_PLACE_VARIANTS else plain
+    return consts + [f"if {' and '.join(same + contiguous)}:", *("    " + ln for ln in flat), "else:",
+                     *("    " + ln for ln in loop)]  # fmt: skip
 
 
 def _one_step(op: str) -> None:

@@ -166,3 +166,50 @@ def test_literals_of_nan_and_infinities_are_source_text():
     assert literal(float("nan"), "float32") == "np.float32(np.nan)"
     assert literal(float("-inf")) == "-np.inf" and literal(float("inf"), "float64") == "np.float64(np.inf)"
     assert literal(0.5, "float32") == "np.float32(0.5)"
+
+
+def test_same_shape_operands_in_place_or_not_and_strided_ones_match_the_numpy_kernels(numba_on):
+    # operands of the output's shape run one flat loop (a loop of its own where an
+    # input is the output's buffer); a strided or broadcast operand the loop nest
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 3, 8, 5)).astype(np.float32) * 4
+    x[0, 0, 0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    t, u = np.empty_like(x), rng.standard_normal(x.shape).astype(np.float32)
+    strided = rng.standard_normal((2, 3, 8, 10)).astype(np.float32)[..., ::2]
+    silu = {"program": [["nn.silu", "float32", "x0"]]}
+    sig = {"program": [["sigmoid", "float32", "x0"]]}
+    fma = {"program": [["multiply", "float32", "x0", "x1"], ["add", "float32", "t0", "x2"]]}
+    seg = assert_segment_matches([
+        ("fused_elementwise", silu, [x, t]),  # distinct buffers
+        ("fused_elementwise", sig, [t, t]),  # in place
+        ("add", {}, [u, x, u]),  # the first input is the output
+        ("subtract", {}, [x, u, u]),  # the second
+        ("fused_elementwise", fma, [x, t, u, u]),  # the third of three
+        ("fused_elementwise", silu, [strided, t]),  # strided: the nest
+        ("multiply", {}, [strided, x[:1, :, :1], u]),  # broadcast
+    ], rtol=2e-6, atol=1e-30)  # fmt: skip
+    assert [p[0] for p in seg.pieces] == ["g"]
+
+
+def test_float32_sigmoid_and_silu_match_numpy_over_their_whole_range(numba_on):
+    # the float32 steps compute exp without libm: every magnitude, through the
+    # results that underflow to denormals and zero, against the NumPy kernels and
+    # against the float64 formula (the fused kernel a reference would run shares
+    # the template, so it alone could not tell)
+    from hetvm.testing.segment_check import run_both
+
+    x = np.concatenate([np.linspace(-130, 40, 20001, dtype=np.float32),
+                        np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 199.9, -199.9, 200, -200,
+                                  200.1, -200.1, 3e38, -3e38], np.float32)]).reshape(4, -1)  # fmt: skip
+    calls = [(op, {}, [x, np.empty_like(x)]) for op in ("sigmoid", "nn.silu")]
+    assert_segment_matches(calls, rtol=2e-6, atol=1e-37)
+    fused = [("fused_elementwise", {"program": [[op, "float32", "x0"]]}, [x, np.empty_like(x)])
+             for op in ("sigmoid", "nn.silu")]  # fmt: skip
+    got, _, seg = run_both(fused)
+    x64 = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sig = 1 / (1 + np.exp(-x64))
+        truth = [sig.astype(np.float32), (x64 * sig).astype(np.float32)]
+    assert [p[0] for p in seg.pieces] == ["g"]
+    for g, want in zip(got[1:], truth):
+        np.testing.assert_allclose(g, want, rtol=2e-7, atol=1e-44, equal_nan=True)
