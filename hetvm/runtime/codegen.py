@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import DeviceMismatchError, HetvmRuntimeError
 from ..ir.op_registry import missing_part
 from ..kernels.registry import bind_kernel, has_kernel
+from ..kernels.segment_emit import emitter
 from ..kernels.view_kernels import view_kernel
 from .builtins import (
     constant_view,
@@ -207,12 +208,14 @@ class _Emitter:
         self.lines.append((indent, text, pc))
 
     def flush_segment(self) -> None:
-        """Emits the pending kernel calls: one call as it is, two or more as one
-        :class:`~.segments.Segment` of their distinct arrays."""
+        """Emits the pending kernel calls as one :class:`~.segments.Segment` of
+        their distinct arrays; a lone call no emitter covers, as it is. (A lone
+        call compiled still gains: a small NumPy kernel costs a few
+        microseconds of Python, its compiled body under one.)"""
         pending, self.pending = self.pending, []
         self.pending_regs = set()
         ind = pending[0][0]
-        if len(pending) == 1:
+        if len(pending) == 1 and emitter(pending[0][2].op) is None:  # nothing to compile
             _, pc, _, kern, sources = pending[0]
             self.lines.append((ind, f"{kern}({', '.join(self._source_arg(s) for s in sources)})", pc))
             return
