@@ -435,12 +435,50 @@ def _bound(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _int_clip(attrs: dict, args: Sequence[Arg], names: Sequence[Any], check: Lines) -> Lines | None:
+    """An integer input's clip as NumPy promotes its bounds (NEP 50): Python int
+    bounds in the dtype's range clip in the dtype; float bounds (or an int with a
+    float) in float64, the result cast back as the kernel's store casts (the
+    program steps' exact casts; declined where those are not generated). Other
+    bounds (out of range, NumPy scalars) keep the NumPy kernel."""
+    dtype = args[1].dtype  # type: ignore[union-attr]
+    lo, hi = attrs.get("min"), attrs.get("max")
+    bounds = [b for b in (lo, hi) if b is not None]
+    if not bounds or not all(type(b) in (int, float) for b in bounds):
+        return None
+    if all(type(b) is int for b in bounds):
+        info = np.iinfo(dtype)
+        if not all(info.min <= b <= info.max for b in bounds):
+            return None
+        program: list[tuple] = []
+        at = "x0"
+        for op, b in (("maximum", lo), ("minimum", hi)):
+            if b is not None:
+                program += [("const", dtype, b), (op, dtype, at, f"t{len(program)}")]
+                at = f"t{len(program) - 1}"
+    else:
+        if not all(math.isfinite(b) and abs(b) <= 2**53 for b in bounds):
+            return None
+        if lo is not None and hi is not None:
+            program = [("clip", dtype, "x0", float(lo), float(hi))]
+        else:
+            op, b = ("maximum", lo) if lo is not None else ("minimum", hi)
+            program = [("astype", "float64", "x0"), ("const", "float64", float(b)), (op, "float64", "t0", "t1"),
+                       ("astype", dtype, "t2")]  # fmt: skip
+    body = _program_lines(tuple(program), args, names, "clip")
+    return None if body is None else check + body
+
+
 @register("clip")
 def _clip(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
     """Float inputs: both bounds through the fused program's step (one source of
-    truth), one bound as a maximum or minimum; integer inputs keep NumPy (its
-    bounds' promotion rules)."""
-    if not _arrays(args, 2) or args[0].dtype not in FLOATS or args[1].dtype != args[0].dtype:  # type: ignore[union-attr]
+    truth), one bound as a maximum or minimum; integer inputs by :func:`_int_clip`."""
+    if not _arrays(args, 2) or args[1].dtype != args[0].dtype:  # type: ignore[union-attr]
+        return None
+    if args[0].dtype in INTS:  # type: ignore[union-attr]
+        check = _same_shape_or_scalar(args, names, "clip")
+        return None if check is None else _int_clip(attrs, args, names, check)
+    if args[0].dtype not in FLOATS:  # type: ignore[union-attr]
         return None
     check = _same_shape_or_scalar(args, names, "clip")
     if check is None:

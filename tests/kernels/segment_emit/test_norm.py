@@ -175,11 +175,49 @@ def test_clip_and_leakyrelu_match_numpy_with_nan_and_one_sided_bounds(numba_on):
     ])
 
 
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "uint8", "uint64"])
+def test_an_integer_clip_promotes_its_bounds_as_numpy_does(numba_on, dtype):
+    from hetvm.kernels.codegen_numba import float_to_int
+
+    info = np.iinfo(dtype)
+    small = [-3, -1, 0, 1, 2, 7] if info.min else [0, 1, 2, 3, 7]
+    i = np.array([info.min, info.min + 1, *small, 100, info.max - 1, info.max], dtype)
+    if dtype == "int64":  # above 2**53 a float bound's clip rounds in float64, as NumPy's does
+        i = np.concatenate([i, np.array([2**53 + 1, -(2**53) - 3], dtype)])
+    grid = np.stack([i, i[::-1]], axis=1)  # non-contiguous rows
+    calls = [
+        ("clip", {"min": 0, "max": 5}, [i, np.empty_like(i)]),  # ints: in the dtype
+        ("clip", {"min": None, "max": int(info.max)}, [grid, np.empty_like(grid)]),
+        ("clip", {"min": 9, "max": 2}, [i, np.empty_like(i)]),  # min above max: max wins
+        ("clip", {"min": 1, "max": None}, [np.array(info.max, dtype), np.empty((2, 2), dtype)]),
+        ("clip", {"min": 0, "max": 5}, [np.empty((0, 3), dtype), np.empty((0, 3), dtype)]),
+    ]
+    assert_segment_matches(calls)
+    floats = [  # a float bound: float64, then the output's cast
+        ("clip", {"min": -1.5, "max": 6.5}, [i, np.empty_like(i)]),
+        ("clip", {"min": 0.5, "max": None}, [grid, np.empty_like(grid)]),
+        ("clip", {"min": None, "max": 2}, [i, np.empty_like(i)]),
+        ("clip", {"min": -2, "max": 9.25}, [i, np.empty_like(i)]),
+    ]
+    floats[2] = ("clip", {"min": None, "max": 2.75}, floats[2][2])
+    if float_to_int("v", dtype) is None:  # one-sided float bounds: no exact cast generated
+        assert_segment_matches(floats[1:3], compiled=False)
+        floats = [floats[0], floats[3]] if info.min else []
+    if floats:
+        assert_segment_matches(floats)
+
+
+def test_an_integer_clip_by_other_bounds_keeps_its_numpy_kernel(numba_on):
+    i = np.arange(-3, 3, dtype=np.int8)
+    for attrs in ({"min": 0, "max": 300}, {"min": np.int64(0), "max": 2}, {"min": True, "max": 2},
+                  {"min": None, "max": None}, {"min": 0.0, "max": 2.0**60}):  # fmt: skip
+        assert_segment_matches([("clip", attrs, [i, np.empty_like(i)])], compiled=False)
+
+
 def test_clip_and_leakyrelu_decline_integers_and_shapes_the_kernel_refuses(numba_on):
     i = np.arange(-3, 3, dtype=np.int32)
     x = _f((1, 3))
     assert_segment_matches([
-        ("clip", {"min": 0, "max": 2}, [i, np.empty_like(i)]),
         ("clip", {"min": None, "max": None}, [x, np.empty_like(x)]),
         ("nn.leakyrelu", {"alpha": 0.1}, [i, np.empty_like(i)]),
     ], compiled=False)
