@@ -68,7 +68,7 @@ def conv_is_small(weight_shape: Sequence[int], out_shape: Sequence[int]) -> bool
     return macs <= CONV_LOOP_MAX
 
 
-def _ints(value: Any, n: int) -> tuple[int, ...] | None:
+def ints(value: Any, n: int) -> tuple[int, ...] | None:
     """``value`` as ``n`` ints, or None (the NumPy kernel then reports it)."""
     if not isinstance(value, (list, tuple)) or len(value) != n:
         return None
@@ -87,10 +87,10 @@ def _geometry(attrs: dict, pool: bool) -> tuple | None:
             return None
         if attrs.get("out_layout") not in (None, "NCHW"):
             return None
-    window = _ints(attrs.get("pool_size", (1, 1)), 2) if pool else (0, 0)
-    strides = _ints(attrs.get("strides", (1, 1)), 2)
-    dilation = _ints(attrs.get("dilation", (1, 1)), 2)
-    pads = _ints(attrs.get("padding", (0, 0, 0, 0)), 4)
+    window = ints(attrs.get("pool_size", (1, 1)), 2) if pool else (0, 0)
+    strides = ints(attrs.get("strides", (1, 1)), 2)
+    dilation = ints(attrs.get("dilation", (1, 1)), 2)
+    pads = ints(attrs.get("padding", (0, 0, 0, 0)), 4)
     if window is None or strides is None or dilation is None or pads is None:
         return None
     if min(strides + dilation) < 1 or min(pads) < 0 or (pool and min(window) < 1):
@@ -108,7 +108,7 @@ def _span(name: str, ndim: int, tag: str) -> Lines:
     return lines
 
 
-def _unaliased(inputs: Sequence[tuple[str, str, int]], out: str) -> Lines:
+def unaliased(inputs: Sequence[tuple[str, str, int]], out: str) -> Lines:
     """Lines binding each local name to its input, or to a copy of it where it
     shares bytes with ``out`` (the loops write ``out`` while reading the inputs)."""
     lines = _span(out, 4, "o")
@@ -184,7 +184,7 @@ def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
     direct = pads == (0, 0, 0, 0) and strides == (1, 1)
     ins = [("wk", Wt, 4)] + ([("xd", X, 4)] if direct else [])
     ins += ([("b", B, 1)] if has_bias else []) + ([("r", R, 4)] if has_residual else [])
-    lines += _unaliased(ins, out)
+    lines += unaliased(ins, out)
     pb, pr = pads[2], pads[3]
     # the images are copied into zero-padded planes per channel and stride phase
     # (padded cell (y, x) in phase (y % s0, x % s1) at (y // s0) * Wq + x // s1):
@@ -380,7 +380,7 @@ def _pool(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
         f"if OH < 1 or OW < 1 or {out}.shape[0] != N or {out}.shape[1] != C:",
         f"    raise ValueError('{op}: the output does not match the input')",
     ]
-    lines += _unaliased([("x", X, 4)], out)
+    lines += unaliased([("x", X, 4)], out)
     if not is_max:  # the cells that count: the input's, or also the explicit padding's
         lo_h, hi_h = (f"{-pt}", f"H + {pb}") if include_pad else ("0", "H")
         lo_w, hi_w = (f"{-pl}", f"W + {pr}") if include_pad else ("0", "W")

@@ -33,43 +33,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import FLOATS, Arg, Arr, Lines, literal, specialise
-from .conv import conv_is_small
+from .conv import conv_is_small, ints, unaliased  # (pool.py takes them from here too)
 
 __all__ = ["ints", "unaliased"]
 
 _CONV_OPS = {"nn.conv2d": (3, False, False), "nn.conv2d_bias_act": (4, True, False),
              "nn.conv2d_bias_add_act": (5, True, True)}  # fmt: skip
-
-
-def ints(value: Any, n: int) -> tuple[int, ...] | None:
-    """``value`` as ``n`` ints, or None (the NumPy kernel then reports it)."""
-    if not isinstance(value, (list, tuple)) or len(value) != n:
-        return None
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return None
-    return tuple(int(v) for v in value)
-
-
-def _span(name: str, ndim: int, tag: str) -> Lines:
-    """Lines setting ``{tag}lo``/``{tag}hi``, the bytes an array of rank ``ndim``
-    spans, and ``{tag}e``, whether it is empty."""
-    lines = [f"{tag}lo = {name}.ctypes.data", f"{tag}hi = {tag}lo + {name}.itemsize", f"{tag}e = {name}.size == 0"]
-    for d in range(ndim):
-        lines += [f"st = {name}.strides[{d}] * ({name}.shape[{d}] - 1)",
-                  "if st < 0:", f"    {tag}lo += st", "else:", f"    {tag}hi += st"]  # fmt: skip
-    return lines
-
-
-def unaliased(inputs: Sequence[tuple[str, str, int]], out: str) -> Lines:
-    """Lines binding each local name to its input (local, name, rank), or to a
-    copy of it where it shares bytes with ``out``: the loops write ``out``
-    while later planes still read the inputs."""
-    lines = _span(out, 4, "o")
-    for k, (local, name, ndim) in enumerate(inputs):
-        t = f"i{k}"
-        lines += _span(name, ndim, t)
-        lines.append(f"{local} = {name}.copy() if not ({t}e or oe) and {t}lo < ohi and olo < {t}hi else {name}")
-    return lines
 
 
 def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
