@@ -235,14 +235,29 @@ def static_alloc_storage(b: Builtins, device_index: Any, scope: Any = "global",
     general = b.alloc_storage
 
     def alloc_storage(call: CallState, size: Any) -> Storage:
-        n = itemsize
-        for d in size:
-            if d.__class__ is not int or d < 0:
-                return general(call, size, device_index, scope, dtype)  # it says what is wrong
-            n *= d
+        n = _plain_bytes(size, itemsize)
+        if n is None:
+            return general(call, size, device_index, scope, dtype)  # it says what is wrong
         return Storage(call.alloc(device_index, n), scope)
 
     return alloc_storage
+
+
+def _plain_bytes(dims: Any, itemsize: int) -> int | None:
+    """``itemsize`` times the dims, where every one is a plain int >= 0; None
+    otherwise (the general builtin then converts or refuses them)."""
+    n = itemsize
+    for d in dims:
+        if d.__class__ is not int or d < 0:
+            return None
+        n *= d
+    return n
+
+
+def _at_pc(err: BaseException, pc: int | None) -> None:
+    """Makes the VM name instruction ``pc`` for ``err`` (``vm._locate``)."""
+    if pc is not None:
+        err._hetvm_pc = pc  # type: ignore[attr-defined]
 
 
 def own_block_tensor(b: Builtins, storage_args: list, dtype: Any, storage_pc: int | None = None
@@ -264,40 +279,27 @@ def own_block_tensor(b: Builtins, storage_args: list, dtype: Any, storage_pc: in
     key = next(_keys)
 
     def alloc(call: CallState, size: Any, shape: Any) -> NDArray:
-        if fast and shape.__class__ in (ShapeTuple, tuple):
-            n = item
-            for d in size:
-                if d.__class__ is not int or d < 0:
-                    break
-                n *= d
+        n = _plain_bytes(size, item) if fast and shape.__class__ in (ShapeTuple, tuple) else None
+        end = _plain_bytes(shape, dt.itemsize) if n is not None else None
+        if end is not None and end <= n:
+            try:
+                block = call.alloc(device_index, n)
+            except Exception as err:  # (out of memory): the storage's instruction
+                _at_pc(err, storage_pc)
+                raise
+            views = block.views
+            hit = views.get(key) if views is not None else None
+            if hit is not None and hit[0] == shape:
+                data = hit[1]
             else:
-                end = dt.itemsize
-                for d in shape:
-                    if d.__class__ is not int or d < 0:
-                        break
-                    end *= d
-                else:
-                    if end <= n:
-                        try:
-                            block = call.alloc(device_index, n)
-                        except Exception as err:  # (out of memory): the storage's instruction
-                            if storage_pc is not None:
-                                err._hetvm_pc = storage_pc  # type: ignore[attr-defined]  # (vm._locate)
-                            raise
-                        views = block.views
-                        hit = views.get(key) if views is not None else None
-                        if hit is not None and hit[0] == shape:
-                            data = hit[1]
-                        else:
-                            data = block.buffer[:end].view(dt).reshape(shape)
-                            if views is not None:
-                                views[key] = (tuple(shape), data)
-                        return NDArray(data, block.allocator.device, block, 0)
+                data = block.buffer[:end].view(dt).reshape(shape)
+                if views is not None:
+                    views[key] = (tuple(shape), data)
+            return NDArray(data, block.allocator.device, block, 0)
         try:
             storage = general_storage(call, size, *storage_args)
         except Exception as err:
-            if storage_pc is not None:
-                err._hetvm_pc = storage_pc  # type: ignore[attr-defined]  # (vm._locate)
+            _at_pc(err, storage_pc)
             raise
         try:
             return general_tensor(storage, 0, shape, dtype)
@@ -322,16 +324,10 @@ def static_alloc_tensor_at(b: Builtins, offset: Any, dtype: Any) -> Callable | N
     def alloc_tensor(storage: Any, shape: Any) -> NDArray:
         if storage.__class__ is Storage and shape.__class__ in (ShapeTuple, tuple):
             block = storage.allocation
-            end = itemsize
-            for d in shape:
-                if d.__class__ is not int or d < 0:
-                    break
-                end *= d
-            else:
-                end += offset
-                if end <= block.nbytes and not block.freed:
-                    data = block.buffer[offset:end].view(dt).reshape(shape)
-                    return NDArray(data, block.allocator.device, block, offset)
+            size = _plain_bytes(shape, itemsize)
+            if size is not None and offset + size <= block.nbytes and not block.freed:
+                data = block.buffer[offset : offset + size].view(dt).reshape(shape)
+                return NDArray(data, block.allocator.device, block, offset)
         return general(storage, offset, shape, dtype)
 
     return alloc_tensor

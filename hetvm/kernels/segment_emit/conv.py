@@ -25,12 +25,13 @@ what the NumPy kernel writes (the memory planner never plans that; a caller may)
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from . import FLOATS, Arg, Arr, Lines, literal, register
 
-__all__ = ["CONV_LOOP_MAX", "CONV_POINTWISE_LOOP_MAX", "CONV_DEPTHWISE_LOOP_MAX", "conv_multiply_adds",
-           "conv_is_small"]
+__all__ = ["CONV_LOOP_MAX", "CONV_POINTWISE_LOOP_MAX", "CONV_DEPTHWISE_LOOP_MAX", "CONV_OPS", "ConvCall",
+           "conv_call", "conv_checks", "conv_multiply_adds", "conv_is_small", "geometry", "ints", "unaliased"]
 
 # multiply-adds up to which the direct loop beats the NumPy kernel, measured with
 # benchmarks/segment_conv.py (1 thread, float32, the corpus's layers and the same
@@ -45,8 +46,9 @@ CONV_POINTWISE_LOOP_MAX = 1 << 16
 #: the same for depthwise layers (one input channel a group)
 CONV_DEPTHWISE_LOOP_MAX = 1 << 21
 
-_CONV_OPS = {"nn.conv2d": (3, False, False), "nn.conv2d_bias_act": (4, True, False),
-             "nn.conv2d_bias_add_act": (5, True, True)}  # fmt: skip
+#: op -> (argument count, has a bias, has a residual)
+CONV_OPS = {"nn.conv2d": (3, False, False), "nn.conv2d_bias_act": (4, True, False),
+            "nn.conv2d_bias_add_act": (5, True, True)}  # fmt: skip
 
 
 def conv_multiply_adds(weight_shape: Sequence[int], out_shape: Sequence[int]) -> int:
@@ -77,7 +79,7 @@ def ints(value: Any, n: int) -> tuple[int, ...] | None:
     return tuple(int(v) for v in value)
 
 
-def _geometry(attrs: dict, pool: bool) -> tuple | None:
+def geometry(attrs: dict, pool: bool) -> tuple | None:
     """(window or None, strides, dilation, padding) as validated ints, or None."""
     if pool:
         if attrs.get("layout", "NCHW") != "NCHW" or attrs.get("out_layout") not in (None, "NCHW"):
@@ -119,7 +121,7 @@ def unaliased(inputs: Sequence[tuple[str, str, int]], out: str) -> Lines:
     return lines
 
 
-def _fit_check(op: str, strides, dilation, pads, kh: str, kw: str) -> Lines:
+def fit_check(op: str, strides, dilation, pads, kh: str, kw: str) -> Lines:
     """The NumPy kernels' check that the last window lies in the padded input."""
     pt, pl, pb, pr = pads
     return [
@@ -130,8 +132,34 @@ def _fit_check(op: str, strides, dilation, pads, kh: str, kw: str) -> Lines:
     ]
 
 
-def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
-    n_args, has_bias, has_residual = _CONV_OPS[op]
+@dataclass(frozen=True)
+class ConvCall:
+    """A convolution call every convolution body takes (see :func:`conv_call`)."""
+
+    op: str
+    dtype: str
+    has_bias: bool
+    has_residual: bool
+    weight: Arr
+    out_arg: Arr
+    activation: str
+    groups: int
+    strides: tuple[int, int]
+    dilation: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    X: str
+    Wt: str
+    B: str | None
+    R: str | None
+    out: str
+
+
+def conv_call(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> ConvCall | None:
+    """The call's operands and attributes where a convolution body may take it:
+    arrays of one float dtype and the op's ranks, NCHW/OIHW, activation none or
+    relu, whole-number groups, an output that is none of the inputs; None
+    otherwise (the NumPy kernel then runs, and raises what it refuses)."""
+    n_args, has_bias, has_residual = CONV_OPS[op]
     if len(args) != n_args or not all(isinstance(a, Arr) for a in args):
         return None
     dtype = args[0].dtype  # type: ignore[union-attr]
@@ -140,13 +168,10 @@ def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
     ranks = [4, 4] + ([1] if has_bias else []) + ([4] if has_residual else []) + [4]
     if [a.ndim for a in args] != ranks:  # type: ignore[union-attr]
         return None
-    weight, out_arg = args[1], args[-1]
-    if weight.shape is not None and out_arg.shape is not None and not conv_is_small(weight.shape, out_arg.shape):  # type: ignore[union-attr]
-        return None  # the first call's size: the NumPy kernel (BLAS) is faster
     activation = attrs.get("activation", "none") if op != "nn.conv2d" else "none"
     if activation not in ("none", "relu"):
         return None
-    geo = _geometry(attrs, pool=False)
+    geo = geometry(attrs, pool=False)
     groups = attrs.get("groups", 1)
     if geo is None or not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
         return None
@@ -154,14 +179,16 @@ def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
     out = names[-1]
     if out in names[:-1]:
         return None  # one buffer read and written: the NumPy kernel's business
-    X, Wt = names[0], names[1]
-    B = names[2] if has_bias else None
-    R = names[3] if has_residual else None
-    s0, s1 = strides
-    d0, d1 = dilation
-    pt, pl, _, _ = pads
-    zero = literal(0, dtype)
-    G = int(groups)
+    return ConvCall(op, dtype, has_bias, has_residual, args[1], args[-1], activation, int(groups),  # type: ignore[arg-type]
+                    strides, dilation, pads, names[0], names[1], names[2] if has_bias else None,
+                    names[3] if has_residual else None, out)  # fmt: skip
+
+
+def conv_checks(c: ConvCall) -> Lines:
+    """Lines binding N, C, H, W, O, Cg, KH, KW, OH, OW and raising what the
+    NumPy kernel raises for shapes that do not match (groups, the window's fit,
+    the bias's and residual's shapes)."""
+    op, X, Wt, out, G = c.op, c.X, c.Wt, c.out, c.groups
     lines = [
         f"N, C, H, W = {X}.shape",
         f"O, Cg, KH, KW = {Wt}.shape",
@@ -169,14 +196,34 @@ def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
         f"if {out}.shape[0] != N or {out}.shape[1] != O or O % {G} != 0 or Cg * {G} != C:",
         f"    raise ValueError('{op}: data, weight and output shapes do not match (groups {G})')",
     ]
-    lines += _fit_check(op, strides, dilation, pads, "KH", "KW")
-    if has_bias:
-        lines += [f"if {B}.shape[0] != O:", f"    raise ValueError('{op}: the bias needs one value per output channel')"]
-    if has_residual:
+    lines += fit_check(op, c.strides, c.dilation, c.pads, "KH", "KW")
+    if c.has_bias:
+        lines += [f"if {c.B}.shape[0] != O:", f"    raise ValueError('{op}: the bias needs one value per output channel')"]
+    if c.has_residual:
+        R = c.R
         lines += [
             f"if {R}.shape[0] != N or {R}.shape[1] != O or {R}.shape[2] != OH or {R}.shape[3] != OW:",
             f"    raise ValueError('{op}: the residual is not the output shape')",
         ]
+    return lines
+
+
+def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
+    c = conv_call(op, attrs, args, names)
+    if c is None:
+        return None
+    weight, out_arg = c.weight, c.out_arg
+    if weight.shape is not None and out_arg.shape is not None and not conv_is_small(weight.shape, out_arg.shape):
+        return None  # the first call's size: the NumPy kernel (BLAS) is faster
+    dtype, has_bias, has_residual, activation = c.dtype, c.has_bias, c.has_residual, c.activation
+    strides, dilation, pads = c.strides, c.dilation, c.pads
+    X, Wt, B, R, out = c.X, c.Wt, c.B, c.R, c.out
+    s0, s1 = strides
+    d0, d1 = dilation
+    pt, pl, _, _ = pads
+    zero = literal(0, dtype)
+    G = c.groups
+    lines = conv_checks(c)
     # the loops write the output per block of channels while still reading the
     # weights (and, unpadded, the data in place): an input that shares bytes with
     # the output (the planner never plans one, a caller may) is read from a copy,
@@ -351,7 +398,7 @@ def _tap_loops(G: int, strides, dilation, wshape: Sequence[int] | None, dtype: s
     return lines
 
 
-for _op in _CONV_OPS:
+for _op in CONV_OPS:
     register(_op)(lambda attrs, args, names, _op=_op: _conv(_op, attrs, args, names))
 
 
@@ -361,7 +408,7 @@ def _pool(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
     x_arg, out_arg = args
     if x_arg.dtype not in FLOATS or out_arg.dtype != x_arg.dtype or x_arg.ndim != 4 or out_arg.ndim != 4:  # type: ignore[union-attr]
         return None
-    geo = _geometry(attrs, pool=True)
+    geo = geometry(attrs, pool=True)
     if geo is None:
         return None
     (kh, kw), strides, dilation, pads = geo

@@ -32,71 +32,29 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from . import FLOATS, Arg, Arr, Lines, literal, specialise
-from .conv import conv_is_small, ints, unaliased  # (pool.py takes them from here too)
+from . import Arg, Lines, literal, specialise
+from .conv import CONV_OPS, conv_call, conv_checks, conv_is_small, unaliased
 
-__all__ = ["ints", "unaliased"]
-
-_CONV_OPS = {"nn.conv2d": (3, False, False), "nn.conv2d_bias_act": (4, True, False),
-             "nn.conv2d_bias_add_act": (5, True, True)}  # fmt: skip
+__all__: list[str] = []
 
 
 def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
-    n_args, has_bias, has_residual = _CONV_OPS[op]
-    if len(args) != n_args or not all(isinstance(a, Arr) for a in args):
+    c = conv_call(op, attrs, args, names)
+    if c is None or c.groups < 2:
         return None
-    dtype = args[0].dtype  # type: ignore[union-attr]
-    if dtype not in FLOATS or any(a.dtype != dtype for a in args):  # type: ignore[union-attr]
-        return None
-    ranks = [4, 4] + ([1] if has_bias else []) + ([4] if has_residual else []) + [4]
-    if [a.ndim for a in args] != ranks:  # type: ignore[union-attr]
-        return None
-    weight, out_arg = args[1], args[-1]
-    if weight.shape is None or weight.shape[1] != 1:  # type: ignore[union-attr]
+    weight, out_arg = c.weight, c.out_arg
+    if weight.shape is None or weight.shape[1] != 1:
         return None  # not depthwise at the first call: the general body
-    if out_arg.shape is not None and not conv_is_small(weight.shape, out_arg.shape):  # type: ignore[union-attr]
+    if out_arg.shape is not None and not conv_is_small(weight.shape, out_arg.shape):
         return None  # the NumPy kernel's direct loop, parallel over planes where threads are free
-    activation = attrs.get("activation", "none") if op != "nn.conv2d" else "none"
-    groups = attrs.get("groups", 1)
-    if activation not in ("none", "relu") or not isinstance(groups, int) or isinstance(groups, bool) or groups < 2:
-        return None
-    if attrs.get("data_layout", "NCHW") != "NCHW" or attrs.get("kernel_layout", "OIHW") != "OIHW":
-        return None
-    if attrs.get("out_layout") not in (None, "NCHW"):
-        return None
-    strides = ints(attrs.get("strides", (1, 1)), 2)
-    dilation = ints(attrs.get("dilation", (1, 1)), 2)
-    pads = ints(attrs.get("padding", (0, 0, 0, 0)), 4)
-    if strides is None or dilation is None or pads is None or min(strides + dilation) < 1 or min(pads) < 0:
-        return None
-    out = names[-1]
-    if out in names[:-1]:
-        return None  # one buffer read and written: the NumPy kernel's business
-    X, Wt = names[0], names[1]
-    B = names[2] if has_bias else None
-    R = names[3] if has_residual else None
-    (s0, s1), (d0, d1), (pt, pl, pb, pr) = strides, dilation, pads
-    G = int(groups)
+    dtype, has_bias, has_residual, activation = c.dtype, c.has_bias, c.has_residual, c.activation
+    X, Wt, B, R, out = c.X, c.Wt, c.B, c.R, c.out
+    (s0, s1), (d0, d1), (pt, pl, pb, pr) = c.strides, c.dilation, c.pads
+    G = c.groups
     zero = literal(0, dtype)
-    lines = [
-        f"N, C, H, W = {X}.shape",
-        f"O, Cg, KH, KW = {Wt}.shape",
-        f"OH, OW = {out}.shape[2], {out}.shape[3]",
-        f"if {out}.shape[0] != N or {out}.shape[1] != O or O % {G} != 0 or Cg * {G} != C:",
-        f"    raise ValueError('{op}: data, weight and output shapes do not match (groups {G})')",
-        f"if OH < 1 or (OH - 1) * {s0} + (KH - 1) * {d0} + 1 > H + {pt + pb}:",
-        f"    raise ValueError('{op}: the output height does not fit the input, padding and kernel')",
-        f"if OW < 1 or (OW - 1) * {s1} + (KW - 1) * {d1} + 1 > W + {pl + pr}:",
-        f"    raise ValueError('{op}: the output width does not fit the input, padding and kernel')",
-    ]
+    lines = conv_checks(c)
     if has_bias:
-        lines += [f"if {B}.shape[0] != O:", f"    raise ValueError('{op}: the bias needs one value per output channel')",
-                  f"b = {B}.copy()"]  # fmt: skip
-    if has_residual:
-        lines += [
-            f"if {R}.shape[0] != N or {R}.shape[1] != O or {R}.shape[2] != OH or {R}.shape[3] != OW:",
-            f"    raise ValueError('{op}: the residual is not the output shape')",
-        ]
+        lines.append(f"b = {B}.copy()")
     lines += unaliased([("x", X, 4), ("wt", Wt, 4)] + ([("r", R, 4)] if has_residual else []), out)
     # one padded plane per stride phase, borders zero for the whole call (every
     # channel writes the same interior cells); phase (a, b) at (a * s1 + b) * Pq
@@ -172,5 +130,5 @@ def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
     return [ln for ln in lines if ln]
 
 
-for _op in _CONV_OPS:
+for _op in CONV_OPS:
     specialise(_op)(lambda attrs, args, names, _op=_op: _conv(_op, attrs, args, names))

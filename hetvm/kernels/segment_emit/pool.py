@@ -27,26 +27,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import FLOATS, Arg, Arr, Lines, literal, register, specialise
-from .depthwise import ints, unaliased
+from .conv import geometry, unaliased
 
 __all__: list[str] = []
 
 #: op -> (argument count, has a bias)
 _OPS = {"nn.max_pool2d": (2, False), "nn.avg_pool2d": (2, False), "nn.max_pool2d_bias_act": (3, True)}
-
-
-def _geometry(attrs: dict) -> tuple | None:
-    if attrs.get("layout", "NCHW") != "NCHW" or attrs.get("out_layout") not in (None, "NCHW"):
-        return None
-    window = ints(attrs.get("pool_size", (1, 1)), 2)
-    strides = ints(attrs.get("strides", (1, 1)), 2)
-    dilation = ints(attrs.get("dilation", (1, 1)), 2)
-    pads = ints(attrs.get("padding", (0, 0, 0, 0)), 4)
-    if window is None or strides is None or dilation is None or pads is None:
-        return None
-    if min(window + strides + dilation) < 1 or min(pads) < 0:
-        return None
-    return window, strides, dilation, pads
 
 
 def _fold(is_max: bool, acc: str, value: str) -> str:
@@ -68,7 +54,7 @@ def _pool(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
         return None
     if [a.ndim for a in args] != ([4, 1, 4] if has_bias else [4, 4]):  # type: ignore[union-attr]
         return None
-    geo = _geometry(attrs)
+    geo = geometry(attrs, pool=True)
     activation = attrs.get("activation", "none") if has_bias else "none"
     if geo is None or activation not in ("none", "relu"):
         return None
