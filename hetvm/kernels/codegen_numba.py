@@ -23,7 +23,8 @@ Numba's own disk cache (``cache=True``) keeps the machine code across runs.
 Semantics follow the NumPy kernels: NaN propagates through ``maximum``,
 ``minimum``, ``clip`` and ``relu``; division by zero gives inf or NaN
 (``error_model="numpy"``); each step's result is cast to its dtype, so
-integers wrap where NumPy's do; an integer ``clip`` (float bounds) runs in
+integers wrap where NumPy's do (signed add, subtract, multiply and negative are
+computed in uint64, see :data:`_WRAPPING`); an integer ``clip`` (float bounds) runs in
 float64 as NumPy's does. A float-to-int32/int64 ``astype`` of a step casts as
 NumPy does on this machine, NaN and out-of-range included (:func:`float_to_int`).
 Steps whose NumPy meaning is awkward in a scalar loop (integer ``divide``,
@@ -91,6 +92,14 @@ _SCALAR: dict[str, str] = {
 _SCALAR32: dict[str, str] = {"sigmoid": "_sigmoid32({a})", "nn.silu": "{a} * _sigmoid32({a})"}
 
 _FLOAT = ("float32", "float64")
+
+#: integer steps whose signed form LLVM may assume never overflows: Numba emits
+#: signed add, sub and mul with ``nsw``, so a later compare of a wrapped result
+#: can be folded as if it had not wrapped (``x + 1 > x`` becomes true for the
+#: largest int64). In uint64 the same bits come out with no such assumption,
+#: and the cast back to the step's dtype gives NumPy's wrapped value.
+_WRAPPING = {"add": "{a} + {b}", "subtract": "{a} - {b}", "multiply": "{a} * {b}", "negative": "np.uint64(0) - {a}"}
+_SIGNED = frozenset({"int8", "int16", "int32", "int64"})
 _INT_ONLY_FLOAT = frozenset({"divide", "floor_divide", "power", "reciprocal"})
 
 _PRELUDE = '''\
@@ -334,6 +343,9 @@ def _body(program: Sequence[Sequence[Any]]) -> tuple[list[str], list[str]]:
             names[f"p{i}"] = _literal(p, dtype)
         names["zero"] = _literal(0, dtype)
         template = _SCALAR32.get(op, _SCALAR[op]) if dtype == "float32" else _SCALAR[op]
+        if dtype in _SIGNED and op in _WRAPPING:
+            template = _WRAPPING[op]
+            names.update({key: f"np.uint64({name})" for key, name in names.items() if key in "abc"})
         lines.append(f"t{k} = {_cast(template.format(**names), dtype)}")
     return consts, lines
 

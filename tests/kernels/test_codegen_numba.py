@@ -127,6 +127,23 @@ def test_integer_programs_wrap_as_numpy_does(dtype):
     _check(program, x)
 
 
+@pytest.mark.parametrize("dtype", ["int16", "int32", "int64"])
+def test_a_compare_of_a_wrapped_signed_result_is_not_folded(dtype):
+    # LLVM may fold ``x + 1 > x`` to true, ``-x < 0`` to ``x > 0`` and ``a * b == 0`` with a, b
+    # nonzero to false for signed arithmetic it is told never overflows; NumPy wraps
+    info = np.iinfo(dtype)
+    x = np.array([info.max, info.min, -2, 0, 5, info.min + 1, info.max - 1], dtype)
+    y = np.array([1, -2, info.min, 3, -1, -1, 2], dtype)
+    for op in ("add", "subtract", "multiply"):
+        _check([(op, dtype, "x0", "x1"), ("greater", "bool", "t0", "x0")], x, y)
+        _check([(op, dtype, "x0", "x1"), ("logical_not", "bool", "t0")], x, y)
+        _check([(op, dtype, "x0", "x1"), ("less", "bool", "t0", "x1")], x, y)
+    _check([("negative", dtype, "x0"), ("less", "bool", "t0", "x0")], x)
+    _check([("negative", dtype, "x0"), ("const", dtype, 0), ("less", "bool", "t0", "t1")], x)
+    mixed = x.astype(np.int64)  # an int64 operand of a narrower step: NumPy's promotion decides the dtype
+    _check([("add", "int64", "x0", "x1"), ("greater", "bool", "t0", "x0")], mixed, y.astype(np.int64))
+
+
 def test_casts_and_bool_logic():
     x = _special()
     program = [("astype", F64, "x0"), ("astype", F32, "t0"), ("greater", "bool", "t1", "x0"),
