@@ -274,9 +274,12 @@ def _params(slots: Sequence[Slot]) -> list[str]:
 def _kernel_source(lines: list[str], params: list[str]) -> str:
     """The module of one call's body, ``kernel``: the same text for every call
     of the op with the same attributes, dtypes and ranks, so it compiles once
-    (and Numba's disk cache keeps it)."""
+    (and Numba's disk cache keeps it). A ``segment_emit.Body``'s helpers come
+    before it."""
+    helpers = getattr(lines, "helpers", "")
     return "\n".join([
         codegen_numba._PRELUDE,
+        *([helpers] if helpers else []),
         '@numba.njit(cache=True, error_model="numpy", nogil=True)',
         f"def kernel({', '.join(params)}):",
         *("    " + line for line in lines or ["pass"]),

@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 from ..codegen_numba import float_text
 
 __all__ = ["Arr", "ArrList", "Imm", "Val", "Arg", "Emitter", "register", "specialise", "emitter", "DTYPES", "FLOATS", "INTS",
-           "literal", "index", "Lines", "check_same_shape", "broadcast_loop"]
+           "literal", "index", "Lines", "Body", "check_same_shape", "broadcast_loop"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,18 @@ class Val:
 
 Arg = Arr | ArrList | Imm | Val
 Lines = list[str]
+
+
+class Body(list):
+    """A body's lines with module-level ``helpers``: Numba functions its kernel
+    module defines before ``kernel``, for a loop compiled with other flags than
+    the body's (a sum that may reassociate, so LLVM vectorises it). Helpers are
+    written only from the emitter's own text, never from attributes."""
+
+    def __init__(self, lines: Lines, helpers: str) -> None:
+        super().__init__(lines)
+        self.helpers = helpers
+
 Emitter = Callable[[dict, Sequence[Arg], Sequence[Any]], "Lines | None"]
 
 DTYPES = frozenset({"float32", "float64", "int8", "int16", "int32", "int64",
@@ -138,7 +150,7 @@ def _ensure_loaded() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from . import conv, depthwise, elementwise, linalg, movement, norm, pool, resize  # noqa: F401  (register)
+        from . import conv, depthwise, elementwise, linalg, movement, norm, pool, reduce, resize  # noqa: F401  (register)
 
 
 def literal(value: Any, dtype: str | None = None) -> str:

@@ -272,5 +272,6 @@ def test_large_inputs_keep_the_numpy_kernels_whose_vectorised_passes_are_faster(
     assert_segment_matches([
         _ln(x, _f(x.shape[1]), _f(x.shape[1]), [1]),
         _sm("nn.softmax", s, -1),
-        _red("mean", _f(norm.REDUCE_MAX + 1), [0], False),
+        _red("max", _f(norm.REDUCE_MAX + 1), [0], False),  # sum and mean: reduce.py at any size
+        _red("mean", _f((2, norm.REDUCE_MAX // 2 + 1, 2)), [0, 2], False),  # axes not one run
     ], compiled=False)
