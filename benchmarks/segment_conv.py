@@ -62,6 +62,20 @@ CORPUS = [
     ("segformer 1x1 64", "relu", (1, 64, 8, 8), (32, 64, 1, 1), 1, 0, 1, False),
     ("swin 4x4/4", "none", (1, 3, 32, 32), (16, 3, 4, 4), 4, 0, 1, False),
 ]
+#: the light models' stems and other layers the loop declined (benchmarks/onnx_models.py LIGHT)
+LIGHT = [
+    ("shufflenet stem 3x3/2", "none", (1, 3, 224, 224), (24, 3, 3, 3), 2, 1, 1, False),
+    ("squeezenet stem 3x3/2", "none", (1, 3, 224, 224), (64, 3, 3, 3), 2, 0, 1, False),
+    ("resnet50 stem 7x7/2", "relu", (1, 3, 224, 224), (64, 3, 7, 7), 2, 3, 1, False),
+    ("shufflenet 1x1 g4", "relu", (1, 272, 14, 14), (272, 68, 1, 1), 1, 0, 4, False),
+    ("shufflenet 1x1 g4 28", "relu", (1, 136, 28, 28), (136, 34, 1, 1), 1, 0, 4, False),
+    ("shufflenet 1x1 g4 7", "relu", (1, 544, 7, 7), (544, 136, 1, 1), 1, 0, 4, False),
+    ("shufflenet 1x1 24->112", "relu", (1, 24, 56, 56), (112, 24, 1, 1), 1, 0, 1, False),
+    ("squeezenet 3x3 16->64", "relu", (1, 16, 55, 55), (64, 16, 3, 3), 1, 1, 1, False),
+    ("squeezenet 3x3 32->128", "relu", (1, 32, 27, 27), (128, 32, 3, 3), 1, 1, 1, False),
+    ("squeezenet 3x3 48->192", "relu", (1, 48, 13, 13), (192, 48, 3, 3), 1, 1, 1, False),
+    ("squeezenet 1x1 16->64", "relu", (1, 16, 55, 55), (64, 16, 1, 1), 1, 0, 1, False),
+]
 
 
 def _scaled(row: tuple, k: int) -> tuple:
@@ -113,11 +127,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--scale", default="1")
+    ap.add_argument("--light", action="store_true", help="the light models' layers instead of the corpus's")
     opts = ap.parse_args()
     seg_conv.conv_is_small = lambda *shapes: True  # the loop at every size, to place the rule
     print(f"{'layer':28} {'MACs':>10} {'NumPy us':>10} {'loop us':>10} {'loop/NumPy':>10}")
     for k in (int(v) for v in opts.scale.split(",")):
-        for row in CORPUS:
+        for row in LIGHT if opts.light else CORPUS:
             row = _scaled(row, k)
             op, attrs, args = _call(row)
             kernel = bind_kernel(op, "cpu", np, dict(attrs))

@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 from . import FLOATS, Arg, Arr, Lines, literal, register
 
-__all__ = ["CONV_LOOP_MAX", "CONV_POINTWISE_LOOP_MAX", "CONV_DEPTHWISE_LOOP_MAX", "CONV_OPS", "ConvCall",
+__all__ = ["CONV_LOOP_MAX", "CONV_POINTWISE_LOOP_MAX", "CONV_DEPTHWISE_LOOP_MAX", "STEM_IN", "STEM_OUT", "CONV_OPS", "ConvCall",
            "conv_call", "conv_checks", "conv_multiply_adds", "conv_is_small", "geometry", "ints", "unaliased"]
 
 # multiply-adds up to which the direct loop beats the NumPy kernel, measured with
@@ -45,6 +45,16 @@ CONV_LOOP_MAX = 1 << 19
 CONV_POINTWISE_LOOP_MAX = 1 << 16
 #: the same for depthwise layers (one input channel a group)
 CONV_DEPTHWISE_LOOP_MAX = 1 << 21
+#: image stems (at most STEM_IN input channels a group, at most STEM_OUT output
+#: channels) take the loop at any size: BLAS gets a product of K = Cg*KH*KW <=
+#: 4*49 and few columns, the im2col copy is most of its time, while the loop
+#: keeps every tap of a few channels in one pass. Measured (benchmarks/
+#: segment_conv.py --light, 224x224 input, stride 2) loop / NumPy kernel: 3x3
+#: 3->16 0.76, 3->24 (ShuffleNet) 0.81, 3->32 0.90, 4->32 0.96, 7x7 3->16 0.74,
+#: 3->32 1.04; beyond, 3x3 3->48 1.08, 3->64 (SqueezeNet) 0.98-1.17, 7x7 3->64
+#: (ResNet-50, DenseNet, Inception) 1.39
+STEM_IN = 4
+STEM_OUT = 32
 
 #: op -> (argument count, has a bias, has a residual)
 CONV_OPS = {"nn.conv2d": (3, False, False), "nn.conv2d_bias_act": (4, True, False),
@@ -67,7 +77,7 @@ def conv_is_small(weight_shape: Sequence[int], out_shape: Sequence[int]) -> bool
         return macs <= CONV_DEPTHWISE_LOOP_MAX
     if weight_shape[2] == 1 and weight_shape[3] == 1:
         return macs <= CONV_POINTWISE_LOOP_MAX
-    return macs <= CONV_LOOP_MAX
+    return macs <= CONV_LOOP_MAX or (weight_shape[1] <= STEM_IN and weight_shape[0] <= STEM_OUT)
 
 
 def ints(value: Any, n: int) -> tuple[int, ...] | None:
@@ -291,9 +301,11 @@ def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
 UNROLL_ALL = 32
 UNROLL_TAPS = 25
 #: output channels accumulated together a pass (each input value loaded once for
-#: them), fewer where their weights would pass WEIGHT_REGISTERS
+#: them), fewer where their weights would pass WEIGHT_REGISTERS (108: four
+#: channels of an RGB 3x3 stem's 27 taps, 0.90 -> 0.81 the NumPy kernel's time
+#: on ShuffleNet's; 8 channels of 27 taps stop LLVM vectorising, 4-5x slower)
 CHANNEL_BLOCK = 4
-WEIGHT_REGISTERS = 64
+WEIGHT_REGISTERS = 108
 
 
 def _tap_loops(G: int, strides, dilation, wshape: Sequence[int] | None, dtype: str,

@@ -214,6 +214,17 @@ def test_a_convolution_too_large_for_the_loop_keeps_its_numpy_kernel(numba_on):
     assert_segment_matches([call], compiled=False)
 
 
+def test_an_image_stem_above_the_size_rule_takes_the_loop_and_matches_the_numpy_kernel(numba_on):
+    # 3 -> 22 channels, 3x3 stride 2 (27 taps all unrolled, blocks of 4 and a
+    # remainder of 2), 663k multiply-adds: above CONV_LOOP_MAX, a stem at any size
+    x = rand(1, 3, 64, 64)
+    x[0, 1, 10, 20] = np.inf
+    w = rand(22, 3, 3, 3)
+    call = conv_call("nn.conv2d_bias_act", x, w, strides=(2, 2), padding=(1, 1, 1, 1), activation="relu")
+    assert seg_conv.conv_multiply_adds(w.shape, call[2][-1].shape) > seg_conv.CONV_LOOP_MAX
+    assert_segment_matches([call], rtol=1e-4, atol=1e-5)
+
+
 def test_the_size_rule_by_kind_of_convolution():
     assert seg_conv.conv_is_small((8, 3, 7, 7), (1, 8, 16, 16))  # the ResNet stem: 301056
     assert not seg_conv.conv_is_small((64, 64, 3, 3), (1, 64, 16, 16))
@@ -221,3 +232,6 @@ def test_the_size_rule_by_kind_of_convolution():
     assert not seg_conv.conv_is_small((32, 64, 1, 1), (1, 32, 8, 8))  # 131072 on a 1x1 kernel
     assert seg_conv.conv_is_small((64, 1, 3, 3), (1, 64, 32, 32))  # depthwise
     assert not seg_conv.conv_is_small((8, 3, 7), (1, 8, 16, 16))
+    assert seg_conv.conv_is_small((24, 3, 3, 3), (1, 24, 112, 112))  # an image stem: any size
+    assert not seg_conv.conv_is_small((64, 3, 3, 3), (1, 64, 111, 111))  # more outputs than STEM_OUT
+    assert not seg_conv.conv_is_small((32, 5, 3, 3), (1, 32, 112, 112))  # more inputs than STEM_IN
