@@ -246,6 +246,27 @@ def test_rms_norm_batch_norm_and_scale_shift_act_match_their_numpy_kernels(numba
     ], **F32)
 
 
+def test_scale_shift_act_by_planes_and_by_its_nest_for_every_layout(numba_on):
+    # C-contiguous data and output take one loop a plane, any other layout the nest
+    x = _f((2, 5, 7, 3))
+    x[1, 2, 3, 1] = np.nan
+    x[0, 4, 0, 0] = np.inf
+    out_t = np.empty((2, 3, 7, 5), np.float32).transpose(0, 3, 2, 1)  # a non-contiguous output
+    inplace = _f((1, 4, 6), np.float64, 9)
+    calls = [
+        ("nn.scale_shift_act", {"activation": "relu"}, [x, _f(5, seed=1), _f(5, seed=2), np.empty_like(x)]),
+        ("nn.scale_shift_act", {"activation": "none"}, [x, _f(5, seed=3), _f(5, seed=4), out_t]),
+        ("nn.scale_shift_act", {"activation": "relu"}, [x.transpose(0, 1, 3, 2), _f(5, seed=5), _f(5, seed=6),
+                                                        np.empty((2, 5, 3, 7), np.float32)]),
+        ("nn.scale_shift_act", {"activation": "relu"}, [inplace, _f(4, np.float64), _f(4, np.float64), inplace]),
+        ("nn.scale_shift_act", {"activation": "none"}, [_f((3, 4)), _f(4, seed=7), _f(4, seed=8),
+                                                        np.empty((3, 4), np.float32)]),  # planes of one
+        ("nn.scale_shift_act", {"activation": "relu"}, [np.zeros((0, 2, 3), np.float32), _f(2), _f(2),
+                                                        np.zeros((0, 2, 3), np.float32)]),
+    ]
+    assert_segment_matches(calls, **F32)
+
+
 def test_batch_norm_training_and_mixed_dtypes_keep_their_numpy_kernels(numba_on):
     x = _f((2, 3, 4))
     v = np.abs(_f(3)) + 0.5
