@@ -150,7 +150,18 @@ def _ensure_loaded() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from . import conv, depthwise, elementwise, linalg, movement, norm, pool, reduce, resize  # noqa: F401  (register)
+        from . import (  # noqa: F401  (register)
+            conv,
+            depthwise,
+            elementwise,
+            linalg,
+            lrn,
+            movement,
+            norm,
+            pool,
+            reduce,
+            resize,
+        )
 
 
 def literal(value: Any, dtype: str | None = None) -> str:

@@ -120,10 +120,11 @@ def _span(name: str, ndim: int, tag: str) -> Lines:
     return lines
 
 
-def unaliased(inputs: Sequence[tuple[str, str, int]], out: str) -> Lines:
+def unaliased(inputs: Sequence[tuple[str, str, int]], out: str, out_ndim: int = 4) -> Lines:
     """Lines binding each local name to its input, or to a copy of it where it
-    shares bytes with ``out`` (the loops write ``out`` while reading the inputs)."""
-    lines = _span(out, 4, "o")
+    shares bytes with ``out`` of rank ``out_ndim`` (the loops write ``out``
+    while reading the inputs)."""
+    lines = _span(out, out_ndim, "o")
     for k, (local, name, ndim) in enumerate(inputs):
         t = f"i{k}"
         lines += _span(name, ndim, t)
