@@ -275,12 +275,14 @@ def _kernel_source(lines: list[str], params: list[str]) -> str:
     """The module of one call's body, ``kernel``: the same text for every call
     of the op with the same attributes, dtypes and ranks, so it compiles once
     (and Numba's disk cache keeps it). A ``segment_emit.Body``'s helpers come
-    before it."""
+    before it; a contracting Body's kernel may fuse multiply-adds into FMAs
+    (no other fast-math flag, ever)."""
     helpers = getattr(lines, "helpers", "")
+    contract = ", fastmath={'contract'}" if getattr(lines, "contract", False) else ""
     return "\n".join([
         codegen_numba._PRELUDE,
         *([helpers] if helpers else []),
-        '@numba.njit(cache=True, error_model="numpy", nogil=True)',
+        f'@numba.njit(cache=True, error_model="numpy", nogil=True{contract})',
         f"def kernel({', '.join(params)}):",
         *("    " + line for line in lines or ["pass"]),
         "",

@@ -79,11 +79,19 @@ class Body(list):
     """A body's lines with module-level ``helpers``: Numba functions its kernel
     module defines before ``kernel``, for a loop compiled with other flags than
     the body's (a sum that may reassociate, so LLVM vectorises it). Helpers are
-    written only from the emitter's own text, never from attributes."""
+    written only from the emitter's own text, never from attributes.
 
-    def __init__(self, lines: Lines, helpers: str) -> None:
+    ``contract``: the kernel is compiled with ``fastmath={"contract"}`` (and no
+    other flag), which lets LLVM fuse each ``a * b + c`` into one FMA. Only for
+    a product's body (matmul's): its sums already run in another order than a
+    single ``np.matmul``'s, within the summation error bound, which one rounding
+    fewer per term keeps, and contraction changes no NaN or inf result;
+    element-wise bodies must round as NumPy does, so they never set it."""
+
+    def __init__(self, lines: Lines, helpers: str = "", *, contract: bool = False) -> None:
         super().__init__(lines)
         self.helpers = helpers
+        self.contract = contract
 
 Emitter = Callable[[dict, Sequence[Arg], Sequence[Any]], "Lines | None"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from . import FLOATS, Arg, Arr, Lines, register
+from . import FLOATS, Arg, Arr, Body, Lines, register
 
 #: multiply-adds above which a matmul keeps BLAS (the loop measured at 0.4-1.2x
 #: OpenBLAS's single-threaded time up to 16x128x512, 2.4x at 196x256x256)
@@ -97,4 +97,4 @@ def _matmul(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | N
         f"{pad}        for j in range(N):",
         f"{pad}            {o('r', 'j')} += xv * {b_('k', 'j')}",
     ]
-    return lines
+    return Body(lines, contract=True)

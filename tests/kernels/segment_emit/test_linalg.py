@@ -98,3 +98,15 @@ def test_inner_dimensions_that_differ_raise(numba_on):
     b = np.ones((4, 2), np.float32)
     with pytest.raises(ValueError):
         run_both([("matmul", {}, [a, b, np.empty((5, 2), np.float32)])])
+
+
+def test_only_a_product_body_may_contract_multiply_adds_and_no_other_fast_math_flag_is_set():
+    from hetvm.kernels.segment_emit import Arr, emitter
+    from hetvm.runtime.segments import _kernel_source
+
+    f32 = [Arr("float32", 2, (5, 3)), Arr("float32", 2, (3, 4)), Arr("float32", 2, (5, 4))]
+    product = _kernel_source(emitter("matmul")({}, f32, ["a0", "a1", "a2"]), ["a0", "a1", "a2"])
+    assert "fastmath={'contract'}" in product and product.count("fastmath") == 1
+    for op in ("add", "multiply"):
+        same = [Arr("float32", 2, (5, 4))] * 3
+        assert "fastmath" not in _kernel_source(emitter(op)({}, same, ["a0", "a1", "a2"]), ["a0", "a1", "a2"])
