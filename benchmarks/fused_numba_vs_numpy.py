@@ -31,7 +31,10 @@ PROGRAMS = {
     "sigmoid": [("sigmoid", F, "x0")],
     "silu": [("nn.silu", F, "x0")],
     "sigmoid_mul": [("sigmoid", F, "x0"), ("multiply", F, "t0", "x1")],
+    "exp": [("exp", F, "x0")],
     "exp_sub": [("subtract", F, "x0", "x1"), ("exp", F, "t0")],
+    "tanh": [("tanh", F, "x0")],
+    "erf": [("erf", F, "x0")],
     "gelu_erf": [("nn.gelu", F, "x0")],
     "gelu_tanh": [("nn.gelu_tanh", F, "x0")],
 }  # fmt: skip

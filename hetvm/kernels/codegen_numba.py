@@ -54,9 +54,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..runtime.threads import numba_parallel_ok
+from . import math32
 from .fused_program import STEP_OPS, NumpyRunner, check_broadcast, parse_ref
 
-__all__ = ["available", "mode", "prefers_generated", "LIBM_BOUND", "LIBM_SMALL", "generated_kernel", "covers",
+__all__ = ["available", "mode", "prefers_generated", "LIBM_BOUND", "LIBM_FREE32", "LIBM_SMALL", "generated_kernel", "covers",
            "compile_stats", "count_compiled", "package_module", "kernel_source", "PARALLEL_MIN", "float_to_int"]
 
 log = logging.getLogger("hetvm.codegen")
@@ -87,9 +88,12 @@ _SCALAR: dict[str, str] = {
     "where": "({b} if {a} else {c})",
 }  # fmt: skip
 
-#: float32 steps with a template of their own: libm's expf is one call per
-#: element, which keeps a loop scalar (7x slower on EfficientNet's SiLU)
-_SCALAR32: dict[str, str] = {"sigmoid": "_sigmoid32({a})", "nn.silu": "{a} * _sigmoid32({a})"}
+#: float32 steps with a template of their own (:mod:`.math32`, ``_sigmoid32``):
+#: libm's expf is one call per element, which keeps a loop scalar (7x slower on
+#: EfficientNet's SiLU, 4x on the encoder's erf-GELU in a segment)
+_SCALAR32: dict[str, str] = {"sigmoid": "_sigmoid32({a})", "nn.silu": "{a} * _sigmoid32({a})",
+                             "exp": "_exp32({a})", "tanh": "_tanh32({a})", "erf": "_erf32({a})",
+                             "nn.gelu": "_gelu32({a})", "nn.gelu_tanh": "_gelu_tanh32({a})"}  # fmt: skip
 
 _FLOAT = ("float32", "float64")
 
@@ -132,7 +136,8 @@ def _sigmoid32(x):
     s = d if x >= 0 else e * d
     return s if x == x else a
 
-'''
+
+''' + math32.SOURCE
 
 _numba: Any = None
 _checked = False
@@ -144,6 +149,11 @@ _stats = {"kernels": 0, "compile_seconds": 0.0}
 #: (erf and the GELUs): a generated loop calls libm per element for them (Numba
 #: without SVML) and lost to the NumPy runner from 4,096 elements up
 LIBM_BOUND = frozenset({"exp", "log", "tanh", "sin", "cos", "erf", "nn.gelu", "nn.gelu_tanh"})
+#: float32 steps of :data:`LIBM_BOUND` that are not: their generated form is
+#: :mod:`.math32`'s libm-free code, which vectorises and beats NumPy's passes
+#: (float32 exp and tanh are libm-free too, but NumPy's single SIMD pass of
+#: either is still 1.5-5x faster than the float64 polynomial loop)
+LIBM_FREE32 = frozenset({"erf", "nn.gelu", "nn.gelu_tanh"})
 #: below this many output elements a libm-bound program is generated all the same:
 #: there the NumPy runner's per-step calls cost more than libm (erf-GELU 4.4x,
 #: tanh-GELU 1.4x faster generated at 256 elements; 0.95x and 0.29x at 4,096)
@@ -157,18 +167,25 @@ def mode() -> str:
     return {"0": "off", "1": "all"}.get(value, "auto")
 
 
+def _libm_bound(step: Sequence[Any]) -> bool:
+    return step[0] in LIBM_BOUND and not (step[1] == "float32" and step[0] in LIBM_FREE32)
+
+
 def prefers_generated(program: Sequence[Sequence[Any]], size: int | None = None) -> bool:
-    """The rule of ``auto``: generated unless a step is :data:`LIBM_BOUND` and the
-    output has ``size`` >= :data:`LIBM_SMALL` elements (None: any size).
+    """The rule of ``auto``: generated unless a step is :data:`LIBM_BOUND` (and
+    not a float32 step of :data:`LIBM_FREE32`) and the output has ``size`` >=
+    :data:`LIBM_SMALL` elements (None: any size).
 
     Measured one thread, CPU time, float32, NumPy runner / generated
     (``benchmarks/fused_numba_vs_numpy.py``): arithmetic, relu, clip (HardSwish),
     sigmoid and silu programs 1.2-12x faster generated at 256 to 2^20 elements
-    (NumPy's sigmoid is five passes); exp, tanh, erf and GELU programs 0.1-0.95x
-    from 4,096 elements (NumPy's are SIMD)."""
+    (NumPy's sigmoid is five passes); float32 erf 1.6-4.9x, tanh-GELU 0.93-2.6x,
+    erf-GELU 0.74-4.6x (below 1 at 16,384-65,536 elements only, where NumPy's
+    passes stay in cache); float32 exp and tanh 0.2-0.67x, and float64 exp, tanh,
+    erf and GELU programs 0.1-0.95x from 4,096 elements (libm per element)."""
     if size is not None and size < LIBM_SMALL:
         return True
-    return not any(step[0] in LIBM_BOUND for step in program)
+    return not any(_libm_bound(step) for step in program)
 
 
 def available() -> bool:

@@ -54,7 +54,7 @@ def _program_lines(program: tuple, args: Sequence[Arg], names: Sequence[Any], wh
         return loads + steps + [f"{target} = {last}"]
 
     ins = [(names[i], a.ndim) for i, a in enumerate(inputs)]  # type: ignore[union-attr]
-    loop = broadcast_loop(out_name, out.ndim, ins, body, what)  # type: ignore[union-attr]
+    loop = broadcast_loop(out_name, out.ndim, ins, body, what, versioned=True)  # type: ignore[union-attr]
     if out.ndim == 0 or any(a.ndim != out.ndim for a in inputs):  # type: ignore[union-attr]
         return consts + loop
     # every operand of the output's shape and C-contiguous (the common case): one

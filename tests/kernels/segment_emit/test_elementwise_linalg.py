@@ -213,3 +213,27 @@ def test_float32_sigmoid_and_silu_match_numpy_over_their_whole_range(numba_on):
     assert [p[0] for p in seg.pieces] == ["g"]
     for g, want in zip(got[1:], truth):
         np.testing.assert_allclose(g, want, rtol=2e-7, atol=1e-44, equal_nan=True)
+
+
+_GELU_ERF = [["add", "float32", "x0", "x1"], ["const", "float32", 1.4142135381698608], ["divide", "float32", "t0", "t1"],
+             ["erf", "float32", "t2"], ["const", "float32", 1.0], ["add", "float32", "t3", "t4"],
+             ["multiply", "float32", "t0", "t5"], ["const", "float32", 0.5], ["multiply", "float32", "t6", "t7"]]  # fmt: skip
+
+
+@pytest.mark.parametrize(("bias_shape", "in_place"), [((7,), True), ((7,), False), ((3, 1), True), ((), False)])
+def test_bias_and_gelu_programs_match_with_every_broadcast_and_in_place(numba_on, bias_shape, in_place):
+    # the versioned nest: no broadcast along the last axis (plain index, the
+    # output's name for an input that is the output) and the general one
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((2, 3, 7)) * 4).astype(np.float32)
+    x[0, 0, :5] = [np.nan, np.inf, -np.inf, -0.0, -20.0]
+    bias = rng.standard_normal(bias_shape).astype(np.float32)
+    programs = (_GELU_ERF, [["add", "float32", "x0", "x1"], ["nn.gelu", "float32", "t0"]],
+                [["add", "float32", "x0", "x1"], ["nn.gelu_tanh", "float32", "t0"]],
+                [["subtract", "float32", "x0", "x1"], ["exp", "float32", "t0"], ["tanh", "float32", "t1"]])  # fmt: skip
+    calls = []
+    for program in programs:
+        xk = x.copy()
+        calls.append(("fused_elementwise", {"program": program}, [xk, bias, xk if in_place else np.empty_like(x)]))
+    # the NumPy erf is an approximation good to 1.5e-7 (absolute)
+    assert_segment_matches(calls, atol=2e-6)
