@@ -9,7 +9,8 @@ from hetvm.kernels import codegen_numba as cg
 F32 = "float32"
 ARITH = (("add", F32, "x0", "x1"), ("nn.relu", F32, "t0"))
 SIGMOID = (("sigmoid", F32, "x0"), ("multiply", F32, "t0", "x0"))
-TANH_GELU = (("nn.gelu_tanh", F32, "x0"),)
+TANH_GELU = (("nn.gelu_tanh", "float64", "x0"),)
+ERF_GELU32 = (("add", F32, "x0", "x1"), ("nn.gelu", F32, "t0"), ("erf", F32, "t1"), ("nn.gelu_tanh", F32, "t2"))
 EXP = (("subtract", F32, "x0", "x1"), ("exp", F32, "t0"))
 
 
@@ -28,6 +29,12 @@ def test_the_rule_keeps_large_libm_bound_programs_on_the_numpy_runner():
     assert not cg.prefers_generated(TANH_GELU) and not cg.prefers_generated(EXP)
     assert not cg.prefers_generated(EXP, cg.LIBM_SMALL)
     assert cg.prefers_generated(EXP, cg.LIBM_SMALL - 1)  # small: generated all the same
+
+
+def test_float32_erf_and_gelus_are_libm_free_but_float32_exp_is_not_preferred():
+    assert cg.prefers_generated(ERF_GELU32, 1 << 20)
+    assert not cg.prefers_generated(ERF_GELU32 + (("exp", F32, "t3"),), 1 << 20)
+    assert not cg.prefers_generated((("erf", "float64", "x0"),), 1 << 20)
 
 
 @pytest.fixture
