@@ -194,6 +194,16 @@ class _Emitter:
         self.pending: list[tuple[int, int, KernelCall, Any, list[tuple[str, Any]]]] = []
         self.pending_regs: set[int] = set()  # registers the pending calls read
         self.hoisting = False  # emitting an instruction moved before the pending calls
+        # kills of registers the pending calls read, emitted right after their segment
+        # instead of splitting it (defer_kill): (indent, line, pc)
+        self.deferred: list[tuple[int, str, int]] = []
+        self.deferred_roots: set[int] = set()  # storages whose block a deferred kill may drop last
+        self.deferred_frees = False  # a deferred kill may give a block back: no allocation hoists
+        #: (see _block_roots) tensor register -> storage register of its block; registers
+        #: that hold no block; registers whose kill has been emitted
+        self.roots: dict[int, int] = {}
+        self.blockless: set[int] = set()
+        self.killed: set[int] = set()
 
     # -- helpers -------------------------------------------------------------
     def bind(self, value: Any, prefix: str = "_k") -> str:
@@ -214,11 +224,18 @@ class _Emitter:
         microseconds of Python, its compiled body under one.)"""
         pending, self.pending = self.pending, []
         self.pending_regs = set()
+        deferred, self.deferred = self.deferred, []
+        self.deferred_roots, self.deferred_frees = set(), False
         ind = pending[0][0]
         if len(pending) == 1 and emitter(pending[0][2].op) is None:  # nothing to compile
             _, pc, _, kern, sources = pending[0]
             self.lines.append((ind, f"{kern}({', '.join(self._source_arg(s) for s in sources)})", pc))
-            return
+        else:
+            self._segment_line(pending)
+        self.lines.extend(deferred)
+
+    def _segment_line(self, pending: list) -> None:
+        ind = pending[0][0]
         arrays: dict[str, int] = {}
         calls = []
         for _, pc, ins, kern, sources in pending:
@@ -325,23 +342,92 @@ class _Emitter:
         return self.bind(value, "_i")
 
     # -- instructions --------------------------------------------------------------
-    def _hoistable(self, ins: Any) -> bool:
+    def _hoistable(self, pc: int, ins: Any) -> bool:
         """Whether ``ins`` may run before the pending kernel calls: it reads no
         tensor's values and writes no register they read (kernels define no
         register: they write into their output arrays). Shape arithmetic and
-        allocations between kernels then no longer split a segment."""
+        allocations between kernels then no longer split a segment -- except an
+        allocation after a deferred kill that may give a block back
+        (:meth:`defer_kill`): run first, it would hold both blocks at once."""
         if isinstance(ins, Kill):
             return ins.reg not in self.pending_regs and ins.reg not in self.direct.tensors
         if not isinstance(ins, Call) or ins.dst is None or ins.dst in self.pending_regs:
             return False
         if ins.func in self.state.exe.functions:
             return False
+        if self.deferred_frees and self._allocates(pc, ins):
+            return False
         if ins.dst in self.direct.tuples or view_kernel(ins.func) is not None:  # views read no values
             return True
         return ins.func.startswith(BUILTIN_PREFIX) and ins.func[len(BUILTIN_PREFIX):] in _HOISTABLE
 
+    def _allocates(self, pc: int, ins: Call) -> bool:
+        """Whether the (hoistable) call ``ins`` takes a block from an allocator."""
+        if pc in self.own_blocks[0]:  # a storage and its tensor in one step
+            return True
+        name = ins.func[len(BUILTIN_PREFIX):] if ins.func.startswith(BUILTIN_PREFIX) else ""
+        return name in ("alloc_storage", "alloc_tensor_direct")
+
+    def defer_kill(self, ind: int, reg: int, line: str, pc: int, frees: bool) -> bool:
+        """Emits the kill of a register the pending calls read after their segment
+        instead of before it (which split the segment); False where it cannot wait.
+
+        Why it is safe: a kill only drops a count, and the pending calls read the
+        value before the kill runs. Memory: the VM's allocation and release events
+        must stay in program order, or the peak could rise above the plan's
+        (an allocation hoisted above the segment could no longer take the block
+        the kill gave back). So a kill that may give a block back (``frees``, or
+        a tensor whose storage is not known to outlive it) stops later
+        allocations from hoisting: they split the segment, as the kill did. A
+        tensor carved from a storage still held (a symbolic arena's tensors,
+        views of them) gives nothing back: its kill waits at no cost."""
+        if not self.pending or self.pending[0][0] != ind:
+            return False
+        root = self.roots.get(reg)
+        if frees or (reg not in self.blockless and (root is None or root in self.killed)):
+            self.deferred_frees = True
+        elif root is not None:
+            self.deferred_roots.add(root)
+        self.deferred.append((ind, line, pc))
+        self.killed.add(reg)
+        return True
+
+    def _killed(self, reg: int) -> None:
+        """Notes an emitted kill: a storage killed while a deferred kill of one of
+        its tensors waits leaves that kill the block's last holder."""
+        self.killed.add(reg)
+        if reg in self.deferred_roots:
+            self.deferred_frees = True
+
+    def _block_roots(self) -> None:
+        """For a straight-line function: each tensor register defined once by
+        ``alloc_tensor`` of a storage register defined once (or by a view builtin
+        of such a tensor) -> that storage; and the registers defined once by a
+        builtin that makes no tensor (shapes, prim values), which hold no block."""
+        funcs = self.state.exe.functions
+        n = len(self.func.params)
+        defs: dict[int, int] = {}
+        for ins in self.func.instructions:
+            if isinstance(ins, Call) and ins.dst is not None:
+                defs[ins.dst] = defs.get(ins.dst, 0) + 1
+        storages = set()
+        for ins in self.func.instructions:
+            if not isinstance(ins, Call) or ins.dst is None or ins.dst < n or defs[ins.dst] != 1 \
+                    or ins.func in funcs or not ins.func.startswith(BUILTIN_PREFIX):  # fmt: skip
+                continue
+            name = ins.func[len(BUILTIN_PREFIX):]
+            src = ins.args[0] if ins.args else ("i", None)
+            if name == "alloc_storage":
+                storages.add(ins.dst)
+            elif name == "alloc_tensor" and src[0] == "r" and src[1] in storages:
+                self.roots[ins.dst] = src[1]
+            elif view_kernel(ins.func) is not None and src[0] == "r" and src[1] in self.roots:
+                self.roots[ins.dst] = self.roots[src[1]]
+            elif name in ("make_shape", "shape_of", "prim_value", "null_value"):
+                self.blockless.add(ins.dst)
+
     def instruction(self, pc: int, ins: Any, ind: int) -> None:
-        if self.pending and self._hoistable(ins):
+        if self.pending and self._hoistable(pc, ins):
             self.hoisting = True
             try:
                 self._instruction(pc, ins, ind)
@@ -385,7 +471,11 @@ class _Emitter:
             if pc in direct.moved_kills:
                 return  # a direct view has no count; a moved kill runs later
             kill = "C.kill" if self.state.trace or self.state.poison else "_kill"
-            self.emit(ind, f"{kill}(r{ins.reg}); r{ins.reg} = None", pc)
+            line = f"{kill}(r{ins.reg}); r{ins.reg} = None"
+            if ins.reg in self.pending_regs and not self.hoisting and self.defer_kill(ind, ins.reg, line, pc, False):
+                return
+            self._killed(ins.reg)
+            self.emit(ind, line, pc)
         elif isinstance(ins, Ret):
             self.emit(ind, f"return r{ins.reg}", pc)
         else:  # jumps are emitted by the block structure
@@ -549,9 +639,37 @@ class _Emitter:
             if self.pending and self.pending[0][0] != ind:
                 self.flush_segment()
             self.pending.append((ind, pc, ins, kern, sources))
-            self.pending_regs.update(v for t, v in ins.args if t == "r")
+            self.pending_regs.update(self._reads(ins))
             return
         self.emit(ind, f"{kern}({', '.join(self._source_arg(s) for s in sources)})", pc)
+
+    def _reads(self, ins: KernelCall) -> set[int]:
+        """The registers whose values (or blocks) a kernel call reads: its
+        arguments, the fields of a tuple argument, and the storage of each
+        direct view among them (its kill must wait for the call as theirs would)."""
+        regs = {v for t, v in ins.args if t == "r"}
+        for v in list(regs):
+            regs.update(self.direct.tuples.get(v) or self._defs_of(v) or ())
+        regs.update(self.direct.tensors[v][0] for v in list(regs) if v in self.direct.tensors)
+        return regs
+
+    def _defs_of(self, reg: int) -> list[int] | None:
+        """The field registers of a register defined once by ``make_tuple`` of
+        registers, else None."""
+        tuples: dict[int, list[int] | None] | None = getattr(self, "_tuple_fields", None)
+        if tuples is None:
+            tuples = self._tuple_fields = {}
+            count: dict[int, int] = {}
+            for ins in self.func.instructions:
+                if isinstance(ins, Call) and ins.dst is not None:
+                    count[ins.dst] = count.get(ins.dst, 0) + 1
+                    if ins.func == BUILTIN_PREFIX + "make_tuple" and ins.func not in self.state.exe.functions \
+                            and all(t == "r" for t, _ in ins.args):  # fmt: skip
+                        tuples[ins.dst] = [v for _, v in ins.args]
+            for r, k in count.items():
+                if k != 1 or r < len(self.func.params):
+                    tuples.pop(r, None)
+        return tuples.get(reg)
 
     def _tensor_tuple(self, reg: int, dev: Any) -> int | None:
         """The field count of ``reg`` when it is defined once, by ``make_tuple`` of
@@ -696,6 +814,7 @@ class _Emitter:
                 self.param_data = self._hoisted_params()
                 self.raw_params = self._raw_params()
                 self.own_blocks = self._own_block_tensors()
+                self._block_roots()
                 for r, local in self.param_data.items():
                     self.emit(1, f"{local} = r{r}" if r in self.raw_params else f"{local} = r{r}._data", None)
             after: dict[int, list[int]] = {}
@@ -705,7 +824,11 @@ class _Emitter:
                 self.instruction(pc, ins, 1)
                 for kill_pc in after.get(pc, ()):
                     reg = instrs[kill_pc].reg
-                    self.emit(1, f"_kill(r{reg}); r{reg} = None", kill_pc)
+                    line = f"_kill(r{reg}); r{reg} = None"
+                    if reg in self.pending_regs and self.defer_kill(1, reg, line, kill_pc, True):
+                        continue  # the storage's block goes back after the segment
+                    self._killed(reg)
+                    self.emit(1, line, kill_pc)
             return
         self.emit(1, "_b = 0", None)
         self.emit(1, "while True:", None)
