@@ -119,8 +119,28 @@ def _relax_floordiv(e: P.PrimExpr, sign: int) -> P.PrimExpr | None:
 
 
 def is_nonnegative(e: P.PrimExpr) -> bool:
+    """``e >= 0`` for every value of its (non-negative) shape variables at which
+    it is defined: by interval bounds, or by its form -- sums, products, minima
+    and floor divisions of non-negative parts. Why the form: a legacy export's
+    ``batch * seq * 2 // (batch * 2)`` (a head count worked out from shapes) has
+    no interval bound, since ``batch * 2`` may be 0; where it is 0 the size is
+    not defined at all (the shape's own division fails first), and elsewhere
+    the quotient is >= 0. Without this, such tensors stayed out of the arena,
+    each in a storage of its own."""
     lo = P.bounds(e)[0]
-    return lo is not None and lo >= 0
+    return (lo is not None and lo >= 0) or _nonnegative_form(e)
+
+
+def _nonnegative_form(e: P.PrimExpr) -> bool:
+    if isinstance(e, P.IntImm):
+        return e.value >= 0
+    if isinstance(e, P.PrimVar):
+        return True  # a shape variable
+    if isinstance(e, (P.Add, P.Mul, P.Min, P.FloorDiv, P.FloorMod)):
+        return is_nonnegative(e.a) and is_nonnegative(e.b)
+    if isinstance(e, P.Max):
+        return is_nonnegative(e.a) or is_nonnegative(e.b)
+    return False
 
 
 def align_bytes(size: P.PrimExpr, alignment: int) -> P.PrimExpr:
