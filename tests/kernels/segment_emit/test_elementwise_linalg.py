@@ -198,7 +198,7 @@ def test_float32_sigmoid_and_silu_match_numpy_over_their_whole_range(numba_on):
     # the template, so it alone could not tell)
     from hetvm.testing.segment_check import run_both
 
-    x = np.concatenate([np.linspace(-130, 40, 20001, dtype=np.float32),
+    x = np.concatenate([np.linspace(-130, 40, 20001, dtype=np.float32), np.linspace(-112, -86, 4004, dtype=np.float32),
                         np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 199.9, -199.9, 200, -200,
                                   200.1, -200.1, 3e38, -3e38], np.float32)]).reshape(4, -1)  # fmt: skip
     calls = [(op, {}, [x, np.empty_like(x)]) for op in ("sigmoid", "nn.silu")]
@@ -211,8 +211,11 @@ def test_float32_sigmoid_and_silu_match_numpy_over_their_whole_range(numba_on):
         sig = 1 / (1 + np.exp(-x64))
         truth = [sig.astype(np.float32), (x64 * sig).astype(np.float32)]
     assert [p[0] for p in seg.pieces] == ["g"]
+    # float32 arithmetic throughout: within 3.2 ulp (a sweep of every 61st float32
+    # measured 2.7 for sigmoid, 3.16 for SiLU), and within about one least
+    # subnormal where the result is below the normal range
     for g, want in zip(got[1:], truth):
-        np.testing.assert_allclose(g, want, rtol=2e-7, atol=1e-44, equal_nan=True)
+        np.testing.assert_allclose(g, want, rtol=4 * np.finfo(np.float32).eps, atol=2e-45, equal_nan=True)
 
 
 _GELU_ERF = [["add", "float32", "x0", "x1"], ["const", "float32", 1.4142135381698608], ["divide", "float32", "t0", "t1"],
