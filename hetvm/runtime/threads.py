@@ -48,7 +48,7 @@ from typing import Any
 
 from ..errors import HetvmRuntimeError
 
-__all__ = ["ThreadBudget", "check_threads", "blas_control", "budget_threads", "parallel_product",
+__all__ = ["ThreadBudget", "check_threads", "blas_control", "budget_threads", "parallel_product", "set_blas_threads",
            "numba_parallel_ok", "PRODUCTS_AWAKE_S"]
 
 log = logging.getLogger("hetvm.threads")
@@ -146,6 +146,19 @@ class ThreadBudget:
 
     def __repr__(self) -> str:
         return f"ThreadBudget({self.threads})"
+
+
+def set_blas_threads(threads: int) -> bool:
+    """Sets the BLAS libraries the applied budget holds at one thread to
+    ``threads`` (1: back to the budget's setting); False, with nothing set,
+    outside every budget or without threadpoolctl. For :mod:`.product_pool`,
+    which lets BLAS thread one product at a time while the machine is quiet."""
+    libs = [lib for lib, _ in _saved]
+    if not libs:
+        return False
+    for lib in libs:
+        lib.set_num_threads(threads)
+    return True
 
 
 def budget_threads() -> int:
