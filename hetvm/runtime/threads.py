@@ -27,7 +27,12 @@ barriers and keep polling for ~0.1 s after it (``OPENBLAS_THREAD_TIMEOUT``),
 so on a shared machine a descheduled partner stalled every product (the
 encoder at two threads 22.5 ms a call against 6.5 at one, under load), and
 its polling took the core that Numba's loops needed next. hetvm's workers
-block on a lock between products; nothing polls.
+block on a lock between products; nothing polls. On an idle machine, though,
+OpenBLAS's spinning threads share a product better than chunks handed over
+through the GIL (1.5-1.9x one thread against 1.0-1.7x), so a product first
+runs on them (:func:`set_blas_threads`) while it keeps its best time, and
+goes to hetvm's pool for a while once products come out slow
+(:mod:`.product_pool`).
 
 Numba's loops (libgomp under its ``omp`` layer) still spin for milliseconds
 after a parallel loop without yielding, and a product shared out meanwhile

@@ -23,6 +23,7 @@ def cut_everything(monkeypatch):
     monkeypatch.setattr(pp, "PARALLEL_MIN", 1)
     monkeypatch.setattr(pp, "CHUNK_MIN", 1)
     monkeypatch.setattr(pp, "_CORES", 4)
+    monkeypatch.setattr(pp, "_contended_until", float("inf"))  # the pool, never BLAS's threads
 
 
 def _bound(a, b) -> np.ndarray:
@@ -306,3 +307,81 @@ def test_the_caller_finishes_alone_when_no_worker_runs(cut_everything, monkeypat
     with ThreadBudget(2):
         pp.matmul_into(np, a, b, out)
     assert np.all(np.abs(out - a @ b) <= _bound(a, b))
+
+
+@pytest.fixture
+def blas_first(monkeypatch):
+    """Large products go to BLAS's threads first (as on an idle machine); records
+    the thread counts set."""
+    monkeypatch.setattr(pp, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(pp, "CHUNK_MIN", 1)
+    monkeypatch.setattr(pp, "_CORES", 4)
+    monkeypatch.setattr(pp, "_contended_until", 0.0)
+    monkeypatch.setattr(pp, "_slow", 0)
+    monkeypatch.setattr(pp, "_best", {})
+    sets = []
+    real = budget_mod.set_blas_threads
+    monkeypatch.setattr(budget_mod, "set_blas_threads", lambda n: sets.append(n) or real(n))
+    return sets
+
+
+def _blas_libs():
+    ctl = budget_mod.blas_control()
+    return list(ctl.lib_controllers) if ctl is not None else []
+
+
+def test_on_an_idle_machine_a_product_runs_on_blas_threads_then_blas_is_back_at_one(blas_first, monkeypatch):
+    if not _blas_libs():
+        pytest.skip("no BLAS library under threadpoolctl")
+    pooled = []
+    monkeypatch.setattr(pp, "_Job", lambda *a: pooled.append(a))
+    rng = np.random.default_rng(9)
+    a, b = _rand(rng, (64, 30), "float32"), _rand(rng, (30, 1000), "float32")
+    out = np.empty((64, 1000), "float32")
+    with ThreadBudget(2):
+        pp.matmul_into(np, a, b, out)
+        assert all(lib.num_threads == 1 for lib in _blas_libs())
+    assert blas_first == [2, 1] and pooled == []
+    np.testing.assert_array_equal(out, np.matmul(a, b))
+    assert ((64, 30), (30, 1000), "f") in pp._best
+
+
+def test_slow_products_in_a_row_send_the_next_ones_to_the_pool(blas_first, monkeypatch):
+    if not _blas_libs():
+        pytest.skip("no BLAS library under threadpoolctl")
+    rng = np.random.default_rng(10)
+    a, b = _rand(rng, (64, 30), "float32"), _rand(rng, (30, 1000), "float32")
+    out = np.empty((64, 1000), "float32")
+    key = (a.shape, b.shape, "f")
+    plans = []
+    real = pp._plan
+    monkeypatch.setattr(pp, "_plan", lambda *args: plans.append(1) or real(*args))
+    with ThreadBudget(2):
+        pp.matmul_into(np, a, b, out)  # the first: sets the best
+        pp._best[key] = 1e-12  # every later run is far slower than "its best"
+        for _ in range(pp.SLOW_STREAK - 1):
+            pp.matmul_into(np, a, b, out)
+            assert pp._contended_until == 0.0  # one slow product alone is no verdict
+        pp.matmul_into(np, a, b, out)
+        assert pp._contended_until > time.perf_counter()
+        calls = len(blas_first)
+        pp.matmul_into(np, a, b, out)  # within CONTENDED_S: hetvm's pool, BLAS left at one thread
+        assert len(blas_first) == calls
+    assert np.all(np.abs(out - a @ b) <= _bound(a, b))
+
+
+def test_a_failing_product_on_blas_threads_puts_blas_back(blas_first, monkeypatch):
+    if not _blas_libs():
+        pytest.skip("no BLAS library under threadpoolctl")
+
+    def failing(*args, **kwargs):
+        raise MemoryError("matmul boom")
+
+    monkeypatch.setattr(pp.np, "matmul", failing)
+    a = np.ones((64, 30), "float32")
+    with ThreadBudget(2):
+        with pytest.raises(MemoryError, match="matmul boom"):
+            pp.matmul_into(np, a, a.T.copy(), np.empty((64, 64), "float32"))
+        assert blas_first == [2, 1]
+        assert all(lib.num_threads == 1 for lib in _blas_libs())
+        assert not pp._POOL_LOCK.locked()
