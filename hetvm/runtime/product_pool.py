@@ -324,6 +324,11 @@ def _blas_threaded(a: Any, b: Any, out: Any, threads: int) -> bool:
     try:
         if not _threads.set_blas_threads(threads):
             return False
+        # BLAS's partner thread now spins for ~0.1 s: a Numba parallel loop
+        # started meanwhile waits for it at its barrier (a SiLU of 131,072
+        # elements 0.28 -> 7.5 ms right after a 2-thread product, 2 cores), so
+        # Numba's loops run serial for that long, as after a pooled product
+        _threads.parallel_product()
         try:
             np.matmul(a, b, out=out)
         finally:

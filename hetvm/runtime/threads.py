@@ -36,9 +36,14 @@ goes to hetvm's pool for a while once products come out slow
 
 Numba's loops (libgomp under its ``omp`` layer) still spin for milliseconds
 after a parallel loop without yielding, and a product shared out meanwhile
-has its worker compete with the spinning thread for a core. So the two take
-turns (:func:`parallel_product`, :func:`numba_parallel_ok`): for
-:data:`PRODUCTS_AWAKE_S` after a shared product, Numba's loops run serial.
+has its worker compete with the spinning thread for a core; the other way
+round, OpenBLAS's partner thread spins for ~0.1 s after a product on BLAS's
+threads, and a Numba parallel loop started then waits for a core at its
+barrier (a SiLU of 131,072 elements 0.28 ms alone, 7.5 ms right after a
+2-thread product, on 2 cores -- enough to make the next products look slow
+and send them to the pool). So the two take turns (:func:`parallel_product`,
+:func:`numba_parallel_ok`): for :data:`PRODUCTS_AWAKE_S` after a product
+threaded either way, Numba's loops run serial.
 A model of large products (ResNet) keeps its Numba loops serial, one of
 small convolutions (ShuffleNet) runs them in parallel.
 """
@@ -172,8 +177,9 @@ def budget_threads() -> int:
 
 
 def parallel_product() -> None:
-    """Called by :mod:`.product_pool` as it shares out a product: Numba's loops
-    run serial for :data:`PRODUCTS_AWAKE_S` (see the module docstring)."""
+    """Called by :mod:`.product_pool` as it threads a product (on its pool or
+    on BLAS's threads): Numba's loops run serial for :data:`PRODUCTS_AWAKE_S`
+    (see the module docstring)."""
     global _products_until
     _products_until = time.perf_counter() + PRODUCTS_AWAKE_S
 

@@ -346,6 +346,21 @@ def test_on_an_idle_machine_a_product_runs_on_blas_threads_then_blas_is_back_at_
     assert ((64, 30), (30, 1000), "f") in pp._best
 
 
+def test_a_product_on_blas_threads_holds_numbas_loops_back_too(blas_first, monkeypatch):
+    # BLAS's partner thread spins after the product: a Numba parallel loop then
+    # waits for a core at its barrier, so the loops run serial for a while
+    if not _blas_libs():
+        pytest.skip("no BLAS library under threadpoolctl")
+    monkeypatch.setattr(budget_mod, "_products_until", 0.0)
+    a = np.ones((64, 64), "float32")
+    out = np.empty((64, 64), "float32")
+    with ThreadBudget(2):
+        assert budget_mod.numba_parallel_ok()
+        pp.matmul_into(np, a, a, out)
+        assert blas_first == [2, 1]
+        assert not budget_mod.numba_parallel_ok()
+
+
 def test_slow_products_in_a_row_send_the_next_ones_to_the_pool(blas_first, monkeypatch):
     if not _blas_libs():
         pytest.skip("no BLAS library under threadpoolctl")
