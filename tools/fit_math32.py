@@ -2,7 +2,7 @@
 
     python tools/fit_math32.py
 
-Why: generated float32 code computes erf and GELU's erfc tail by polynomials
+Why: generated float32 code computes erf and GELU's erf / erfc by polynomials
 (no libm call, so a loop of them vectorises); their coefficients are committed
 as constants, and ``tests/kernels/test_math32.py`` runs :func:`fit` again to
 check that the constants are this fit's.
@@ -10,9 +10,12 @@ check that the constants are this fit's.
 - erf(x) = x f(x^2), f(u) = erf(sqrt u) / sqrt u on u in [0, 16], a degree-20
   Chebyshev fit in t = u / 8 - 1 over 400,001 points, as power coefficients in t
   (relative error about 6e-11).
-- erfc(w) = exp(-w^2) v H(s) for w in [ERFC_LO, ERFC_HI], v = 1 / w, s the map of
-  v onto [-1, 1]: H(s) = erfc(w) exp(w^2) w, a degree-12 Chebyshev fit over
-  200,001 points, as power coefficients in s (relative error about 3e-10).
+- GELU's float32 forms (:func:`fit_gelu`), least squares for relative error on
+  the power basis (Chebyshev-to-power coefficients cancel too much to be
+  evaluated in float32), each coefficient rounded to float32: erf(z) = z P(z^2)
+  for |z| <= GELU_NEAR, P of degree 4 (relative error 6e-8 with float32
+  coefficients); erfc(w) = exp(-w^2) t Q(t), t = 1 / (1 + w / 2), for w in
+  [GELU_NEAR, GELU_FAR], Q of degree 9 (4e-8).
 """
 
 from __future__ import annotations
@@ -22,27 +25,42 @@ import math
 import numpy as np
 from numpy.polynomial import chebyshev
 
-#: the erfc form's interval of w (GELU's negative tail, x = -w sqrt 2): below
-#: ERFC_LO, 1 + erf(-w) loses at most erf/erfc(1.5) = 28 times erf's error; above
-#: ERFC_HI GELU is below half float32's least subnormal
-ERFC_LO, ERFC_HI = 1.5, 10.5
+#: GELU's float32 form: erf(z) near 0 up to GELU_NEAR (below, 1 + erf(z) keeps
+#: at least 0.48: no cancellation worth a bit), erfc(w) from there to GELU_FAR,
+#: beyond which GELU(-w sqrt 2) is below float32's least subnormal
+GELU_NEAR, GELU_FAR = 0.5, 10.6
 
 
-def fit() -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """(erf's f in t, erfc's H in s), power coefficients, lowest degree first."""
+def fit() -> tuple[float, ...]:
+    """erf's f in t, power coefficients, lowest degree first."""
     u = np.linspace(0.0, 16.0, 400_001)
     s = np.sqrt(u)
     f = np.array([math.erf(x) / x if x > 0 else 2.0 / math.sqrt(math.pi) for x in s])
     erf_c = chebyshev.cheb2poly(chebyshev.chebfit(u / 8.0 - 1.0, f, 20))
-    w = np.linspace(ERFC_LO, ERFC_HI, 200_001)
-    h = np.array([math.erfc(x) * math.exp(x * x) * x for x in w])
-    v = 1.0 / w
-    lo, hi = 1.0 / ERFC_HI, 1.0 / ERFC_LO
-    erfc_c = chebyshev.cheb2poly(chebyshev.chebfit((2.0 * v - (lo + hi)) / (hi - lo), h, 12))
-    return tuple(float(c) for c in erf_c), tuple(float(c) for c in erfc_c)
+    return tuple(float(c) for c in erf_c)
+
+
+def _relative_lstsq(v: np.ndarray, f: np.ndarray, degree: int) -> tuple[float, ...]:
+    """Power coefficients of degree ``degree`` in ``v`` minimising the summed
+    squared relative error to ``f``, each rounded to float32."""
+    basis = np.vander(v, degree + 1, increasing=True) / f[:, None]
+    coeffs, *_ = np.linalg.lstsq(basis, np.ones_like(f), rcond=None)
+    return tuple(float(np.float32(c)) for c in coeffs)
+
+
+def fit_gelu() -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(P in u = z^2 for erf near 0, Q in t for erfc beyond), float32 values."""
+    u = np.linspace(0.0, GELU_NEAR**2, 40_001)
+    s = np.sqrt(u)
+    f = np.array([math.erf(x) / x if x > 0 else 2.0 / math.sqrt(math.pi) for x in s])
+    w = np.linspace(GELU_NEAR, GELU_FAR, 400_001)
+    t = 1.0 / (1.0 + 0.5 * w)
+    q = np.array([math.erfc(x) * math.exp(x * x) for x in w]) / t
+    return _relative_lstsq(u, f, 4), _relative_lstsq(t, q, 9)
 
 
 if __name__ == "__main__":
-    erf_c, erfc_c = fit()
-    print("ERF_F = (" + ", ".join(repr(c) for c in erf_c) + ")")
-    print("ERFC_H = (" + ", ".join(repr(c) for c in erfc_c) + ")")
+    print("ERF_F = (" + ", ".join(repr(c) for c in fit()) + ")")
+    near, far = fit_gelu()
+    print("GELU_P = (" + ", ".join(repr(c) for c in near) + ")")
+    print("GELU_Q = (" + ", ".join(repr(c) for c in far) + ")")

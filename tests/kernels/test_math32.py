@@ -26,10 +26,12 @@ def _fit_module():
 
 def test_the_committed_coefficients_are_the_fit():
     tool = _fit_module()
-    erf_c, erfc_c = tool.fit()
-    assert (tool.ERFC_LO, tool.ERFC_HI) == (math32.ERFC_LO, math32.ERFC_HI)
-    np.testing.assert_allclose(erf_c, math32.ERF_F, rtol=1e-9, atol=1e-14)
-    np.testing.assert_allclose(erfc_c, math32.ERFC_H, rtol=1e-9, atol=1e-14)
+    np.testing.assert_allclose(tool.fit(), math32.ERF_F, rtol=1e-9, atol=1e-14)
+    near, far = tool.fit_gelu()
+    assert (tool.GELU_NEAR, tool.GELU_FAR) == (math32.GELU_NEAR, math32.GELU_FAR)
+    # float32 values: equal, or one float32 rounding apart where the fit's last bits move
+    np.testing.assert_allclose(near, math32.GELU_P, rtol=2e-7)
+    np.testing.assert_allclose(far, math32.GELU_Q, rtol=2e-7)
 
 
 def test_the_polynomials_are_as_accurate_as_documented():
@@ -38,11 +40,15 @@ def test_the_polynomials_are_as_accurate_as_documented():
     f = np.polynomial.polynomial.polyval(u / 8.0 - 1.0, math32.ERF_F)
     ref = np.array([math.erf(x) / x for x in s])
     assert np.max(np.abs(f - ref) / ref) < 1e-10
-    w = np.linspace(math32.ERFC_LO, math32.ERFC_HI, 20_001)
-    lo, hi = 1.0 / math32.ERFC_HI, 1.0 / math32.ERFC_LO
-    h = np.polynomial.polynomial.polyval((2.0 / w - (lo + hi)) / (hi - lo), math32.ERFC_H)
-    ref = np.array([math.erfc(x) * math.exp(x * x) * x for x in w])
-    assert np.max(np.abs(h - ref) / ref) < 1e-9
+    z = np.linspace(0.0, math32.GELU_NEAR, 20_001)[1:]
+    p = np.polynomial.polynomial.polyval(z * z, math32.GELU_P)
+    ref = np.array([math.erf(x) / x for x in z])
+    assert np.max(np.abs(p - ref) / ref) < 1e-7  # float32 coefficients: about half an ulp
+    w = np.linspace(math32.GELU_NEAR, math32.GELU_FAR, 20_001)
+    t = 1.0 / (1.0 + 0.5 * w)
+    q = t * np.polynomial.polynomial.polyval(t, math32.GELU_Q)
+    ref = np.array([math.erfc(x) * math.exp(x * x) for x in w])
+    assert np.max(np.abs(q - ref) / ref) < 1e-7
 
 
 # -- generated kernels (Numba) ---------------------------------------------------------
@@ -98,8 +104,13 @@ def _kernel(op):
     return kernel
 
 
+#: float32 ulps from the float64 value: float64 arithmetic gives one, the
+#: erf-GELU's float32 arithmetic (twice the vector width) up to 7
+_ULPS = {"exp": 1, "tanh": 1, "erf": 1, "nn.gelu": 7, "nn.gelu_tanh": 1}
+
+
 @pytest.mark.parametrize("op", ["exp", "tanh", "erf", "nn.gelu", "nn.gelu_tanh"])
-def test_within_one_ulp_of_the_float64_value_over_the_float32_range(numba_on, op):
+def test_within_its_ulps_of_the_float64_value_over_the_float32_range(numba_on, op):
     pytest.importorskip("numba")
     x = _sweep()
     got = np.empty_like(x)
@@ -108,7 +119,7 @@ def test_within_one_ulp_of_the_float64_value_over_the_float32_range(numba_on, op
         want = _reference(op, x).astype(np.float32)  # rounded once: within half an ulp
     d = _ulps(got, want)
     worst = int(np.argmax(d))
-    assert d[worst] <= 1, f"{op}({x[worst]!r}) = {got[worst]!r}, float64 {want[worst]!r}"
+    assert d[worst] <= _ULPS[op], f"{op}({x[worst]!r}) = {got[worst]!r}, float64 {want[worst]!r}"
     # the signs of zeros and the specials exactly
     for v in (0.0, -0.0, np.inf, -np.inf):
         i = np.flatnonzero((x == v) & (np.signbit(x) == np.signbit(v)))[0]
