@@ -280,7 +280,7 @@ def _kernel_source(lines: list[str], params: list[str]) -> str:
     helpers = getattr(lines, "helpers", "")
     contract = ", fastmath={'contract'}" if getattr(lines, "contract", False) else ""
     return "\n".join([
-        codegen_numba._PRELUDE,
+        codegen_numba.prelude_import(),
         *([helpers] if helpers else []),
         f'@numba.njit(cache=True, error_model="numpy", nogil=True{contract})',
         f"def kernel({', '.join(params)}):",
