@@ -428,7 +428,7 @@ def prelude_import() -> str:
 
     Why: with the prelude's text in every module, each import compiled that
     text and made its 14 dispatchers again: 2.6 of a 20,000-binding DAG's 8.2 s
-    warm build (901 kernels), 0.6 s once shared. The line names the prelude's module,
+    warm build (901 kernels), 0.8 s once shared. The line names the prelude's module,
     whose name is its hash: a changed prelude changes every kernel's text,
     hence its file, so Numba's cache (which never looks into the functions a
     kernel inlines from another module) keeps no code of the old prelude."""
