@@ -27,7 +27,7 @@ _NORM = ("kernel.nn.layer_norm", "kernel.nn.softmax")
 SYMBOLS = frozenset(_CONV + _POOL + _NORM)
 
 #: a loop to compile: ("depthwise", dtype, parallel) | ("pool", dtype, is_max) | ("epilogue", dtype, False)
-#: | ("layer_norm", dtype, False) | ("softmax", dtype, False)
+#: | ("layer_norm", dtype, parallel) | ("softmax", dtype, parallel)
 Loop = tuple[str, str, bool]
 
 
@@ -61,28 +61,33 @@ def _whole_input(attrs: dict, xs: tuple, os_: tuple) -> bool:
     )
 
 
-def _norm(symbol: str, attrs: dict, info: list) -> list[Loop]:
+def _norm(symbol: str, attrs: dict, info: list, threaded: bool) -> list[Loop]:
     """``norm_direct.layer_norm_applies`` / ``softmax_applies`` on static info
     (contiguity is the run's: a strided input falls back to NumPy then). A
-    symbolic shape counts as small: the exported transformers' sequence length
-    is symbolic, and their rows are small."""
-    from ..kernels.norm_direct import SMALL
+    symbolic shape counts as small (float64) and as large enough to thread
+    (float32, with ``threaded``): the exported transformers' sequence length
+    is symbolic."""
+    from ..kernels import norm_direct
 
     (dt, xs), (ot, _) = info[0], info[-1]
     if not xs or dt not in _FLOATS or ot != dt:
         return []
-    if all(d is not None for d in xs) and math.prod(xs) > SMALL:  # symbolic: may be small
+    size = math.prod(xs) if all(d is not None for d in xs) else None  # type: ignore[arg-type]
+    most = norm_direct.limit(dt)
+    if size is not None and most is not None and size > most:
         return []
     ndim = len(xs)
-    if symbol == "kernel.nn.softmax":
-        return [("softmax", dt, False)] if int(attrs.get("axis", -1)) % ndim == ndim - 1 else []
+    kind = "softmax" if symbol == "kernel.nn.softmax" else "layer_norm"
+    parallel = dt == "float32" and threaded and (size is None or size >= norm_direct.parallel_min(kind))
+    if kind == "softmax":
+        return [("softmax", dt, parallel)] if int(attrs.get("axis", -1)) % ndim == ndim - 1 else []
     axes = tuple(int(a) % ndim for a in attrs.get("axes", (-1,)))
     if not axes or axes != tuple(range(ndim - len(axes), ndim)):
         return []
     used = (attrs.get("scale", True), attrs.get("center", True))
     if any(flag and param[0] != dt for flag, param in zip(used, info[1:3])):
         return []
-    return [("layer_norm", dt, False)]
+    return [("layer_norm", dt, parallel)]
 
 
 def loops_of(symbol: str, attrs: dict, args: Sequence[E.Expr], parallel_min: int, threaded: bool) -> list[Loop]:
@@ -94,7 +99,7 @@ def loops_of(symbol: str, attrs: dict, args: Sequence[E.Expr], parallel_min: int
         return []
     out = info[-1]
     if symbol in _NORM:
-        return _norm(symbol, attrs, info)
+        return _norm(symbol, attrs, info, threaded)
     if symbol in _POOL:
         (dt, xs), (ot, os_) = info[0], out
         if len(xs) != 4 or len(os_) != 4 or dt not in _FLOATS or ot != dt or _whole_input(attrs, xs, os_):
@@ -114,12 +119,12 @@ def loops_of(symbol: str, attrs: dict, args: Sequence[E.Expr], parallel_min: int
 def describe(loop: Loop) -> str:
     """The build report's name of a loop: ``"depthwise float32"``,
     ``"depthwise+parallel float32"``, ``"max_pool float32"``, ``"epilogue float64"``,
-    ``"layer_norm float32"``, ``"softmax float32"``."""
+    ``"layer_norm float32"``, ``"softmax+parallel float32"``."""
     kind, dtype, flag = loop
     if kind == "pool":
         kind = "max_pool" if flag else "avg_pool"
-    elif kind == "depthwise" and flag:
-        kind = "depthwise+parallel"
+    elif kind in ("depthwise", "layer_norm", "softmax") and flag:
+        kind += "+parallel"
     return f"{kind} {dtype}"
 
 
@@ -129,7 +134,7 @@ def precompile(loop: Loop) -> int:
 
     kind, dtype, flag = loop
     if kind in ("layer_norm", "softmax"):
-        return norm_direct.precompile(dtype, kind)
+        return norm_direct.precompile(dtype, kind, flag)
     if kind == "depthwise":
         return depthwise_direct.precompile(dtype, flag)
     if kind == "pool":

@@ -147,7 +147,7 @@ def test_a_build_compiles_the_layer_norm_and_softmax_loops(cold_numba_cache):
     exe = hetvm.build(_norm_module())
     assert exe.metadata["generated_kernels"]["direct"] == ["layer_norm float32", "softmax float32"]
     loops = norm_direct._loops()
-    signatures = (len(loops.layer_norm.signatures), len(loops.softmax.signatures))
+    signatures = (len(loops.layer_norm32.signatures), len(loops.softmax32.signatures))
     assert signatures == (1, 1)
     x = RNG.standard_normal((2, 9, 64)).astype("float32")
     got = hetvm.VirtualMachine(exe)["main"](x).numpy()
@@ -155,9 +155,33 @@ def test_a_build_compiles_the_layer_norm_and_softmax_loops(cold_numba_cache):
     y = (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5) * G + G[::-1]
     e = np.exp(y - y.max(-1, keepdims=True))
     np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
-    assert (len(loops.layer_norm.signatures), len(loops.softmax.signatures)) == signatures
-    # a tensor above norm_direct.SMALL keeps NumPy's kernels: nothing to compile
-    assert "generated_kernels" not in hetvm.build(_norm_module((2, 64, 64))).metadata
+    assert (len(loops.layer_norm32.signatures), len(loops.softmax32.signatures)) == signatures
+
+
+def test_a_build_compiles_the_threaded_norm_loops_of_large_float32_calls(cold_numba_cache):
+    """A float32 call of a parallel loop's size: both loops, so the run compiles
+    neither (serial when the budget says so, parallel otherwise)."""
+    from hetvm.kernels import codegen_numba, norm_direct
+
+    exe = hetvm.build(_norm_module((2, 512, 64)))
+    threaded = codegen_numba._numba.config.NUMBA_NUM_THREADS > 1
+    want = ["layer_norm+parallel float32", "softmax+parallel float32"] if threaded else [
+        "layer_norm float32", "softmax float32"]
+    assert exe.metadata["generated_kernels"]["direct"] == want
+    loops = norm_direct._loops()
+    fns = (loops.layer_norm32, loops.softmax32, loops.layer_norm32_parallel, loops.softmax32_parallel)
+    counts = [len(f.signatures) for f in fns]
+    assert counts == ([1, 1, 1, 1] if threaded else [1, 1, 0, 0])
+    x = RNG.standard_normal((2, 512, 64)).astype("float32")
+    hetvm.VirtualMachine(exe)["main"](x)
+    assert [len(f.signatures) for f in fns] == counts
+
+
+def test_a_large_float64_call_keeps_numpy_kernels(cold_numba_cache):
+    def body(bb, x):
+        return bb.emit(op.nn.softmax(x, axis=-1))
+
+    assert "generated_kernels" not in hetvm.build(one_input_module(body, (2, 64, 64), "float64")).metadata
 
 
 def test_which_norm_loops_a_call_takes():
@@ -182,9 +206,20 @@ def test_which_norm_loops_a_call_takes():
     x64 = _arg((2, 9, 64), "float64")
     assert loops_of(sm, {"axis": -1}, [x64, x64], 64, True) == [("softmax", "float64", False)]
     assert loops_of(sm, {"axis": 1}, [x, x], 64, True) == []
-    big = _arg((2, 64, 64))
-    assert loops_of(sm, {"axis": -1}, [big, big], 64, True) == []
+    big64 = _arg((2, 64, 64), "float64")  # float64 above norm_direct.SMALL: NumPy's passes
+    assert loops_of(sm, {"axis": -1}, [big64, big64], 64, True) == []
+    big = _arg((2, 128, 128))  # float32 at any size, threaded from norm_direct.parallel_min(kind)
+    assert loops_of(sm, {"axis": -1}, [big, big], 64, True) == [("softmax", "float32", True)]
+    assert loops_of(sm, {"axis": -1}, [big, big], 64, False) == [("softmax", "float32", False)]
+    assert loops_of(ln, {"axes": (-1,)}, [big, _arg((128,)), _arg((128,)), big], 64, True) == [
+        ("layer_norm", "float32", True)]
+    mid = _arg((2, 64, 192))  # 24,576 elements: softmax threads, layer norm not yet
+    assert loops_of(sm, {"axis": -1}, [mid, mid], 64, True) == [("softmax", "float32", True)]
+    assert loops_of(ln, {"axes": (-1,)}, [mid, _arg((192,)), _arg((192,)), mid], 64, True) == [
+        ("layer_norm", "float32", False)]
     from hetvm.ir import prim as P
 
-    seq = _arg((1, P.PrimVar("seq", "int64"), 64))  # a symbolic length may be small: compiled
-    assert loops_of(sm, {"axis": -1}, [seq, seq], 64, True) == [("softmax", "float32", False)]
+    seq = _arg((1, P.PrimVar("seq", "int64"), 64))  # a symbolic length may be small or large: both
+    assert loops_of(sm, {"axis": -1}, [seq, seq], 64, True) == [("softmax", "float32", True)]
+    seq64 = _arg((1, P.PrimVar("seq", "int64"), 64), "float64")  # float64: serial only
+    assert loops_of(sm, {"axis": -1}, [seq64, seq64], 64, True) == [("softmax", "float64", False)]

@@ -9,16 +9,23 @@ with the reduced ones innermost, specialised to the call's rank and axes.
 
 Arithmetic, op by op (the NumPy kernels in ``hetvm/kernels`` are the reference):
 
-* ``nn.layer_norm``: the direct loop of :mod:`..norm_direct` (what the NumPy
-  kernel runs for small rows with Numba on): two passes, sums in float64, the
-  scale and shift applied in float64, one rounding at the store. Larger rows'
-  NumPy passes sum in the input's dtype: results agree within its rounding.
+* ``nn.layer_norm``: float32 over trailing axes calls the direct row loop of
+  :mod:`..norm_direct` (``_norm_jit.layer_norm32``, what the NumPy kernel runs
+  with Numba on, at any size: float64 mean and variance, the scaling in
+  float32); other axes and float64 the loop nest here: two passes, sums in
+  float64, the scale and shift applied in float64, one rounding at the store.
+  NumPy's passes (Numba off) sum in the input's dtype: results agree within
+  its rounding.
 * ``nn.rms_norm``: the NumPy kernel's float64 throughout; inference
   ``nn.batch_norm`` and ``nn.scale_shift_act``: per-channel scale and shift in
   the input's dtype, rounded where the NumPy kernel rounds.
-* ``nn.softmax``: the direct loop again (NaN-propagating max, exps in the
-  input's dtype, their sum in float64); ``nn.log_softmax`` the same sum, then
+* ``nn.softmax``: float32 over the last axis calls the direct row loop
+  (``_norm_jit.softmax32``: its own float32 exp, within 3 ulp of the float64
+  softmax); otherwise the nest (NaN-propagating max, exps in the input's
+  dtype, their sum in float64); ``nn.log_softmax`` the nest's sum, then
   ``(x - max) - log(sum)`` in the input's dtype, as the NumPy passes.
+  A direct row loop takes views of C-contiguous arrays (in place allowed), and
+  a contiguous copy of a strided input, its result copied into the output.
 * ``sum`` / ``mean``: floats summed in float64 (NumPy sums pairwise in the
   input's dtype: agreement within its rounding), integers in int64 / uint64
   wrapping as NumPy's, the mean of integers in float64; ``prod`` multiplies in
@@ -31,9 +38,10 @@ than the NumPy kernel's result dtype (float inputs) or an integer one
 (integer sums and products, which wrap alike), axes NumPy would refuse (out of
 range, repeated), parameters given as something other than 1-D arrays of the
 input's dtype, a 0-d result written into an output of another rank (which
-the NumPy kernel broadcasts), and inputs above :data:`SOFTMAX_MAX` /
-:data:`NORM_MAX` / :data:`REDUCE_MAX` elements at the first call, where
-NumPy's vectorised passes are faster.
+the NumPy kernel broadcasts), and
+inputs of the loop nests above :data:`SOFTMAX_MAX` / :data:`NORM_MAX` /
+:data:`REDUCE_MAX` elements at the first call, where NumPy's vectorised passes
+are faster (the direct float32 row loops are taken at any size).
 """
 
 from __future__ import annotations
@@ -46,13 +54,17 @@ import numpy as np
 from . import FLOATS, INTS, Arg, Arr, Body, Lines, check_same_shape, index, literal, register
 from .elementwise import _program_lines
 
-#: the most input elements (at the segment's first call) each body is used for:
-#: above them NumPy's SIMD passes beat the scalar loops by more than the cost of
-#: splitting the segment. Measured one thread, CPU time, float32, last axis, a
-#: one-call segment / the NumPy kernel: softmax (1, 4, 32, 32) 14 / 15 us,
+#: the most input elements (at the segment's first call) each loop nest is used
+#: for: above them NumPy's SIMD passes beat the scalar loops by more than the
+#: cost of splitting the segment. Measured one thread, CPU time, float32, last
+#: axis, a one-call segment / the NumPy kernel: softmax (1, 4, 32, 32) 14 / 15 us,
 #: (1, 4, 64, 64) 64 / 51; layer norm (1, 64, 256) 24 / 27, (1, 64, 512) 47 / 42;
 #: mean (1, 16, 256) 2.3 / 5.6, (1, 64, 256) 8.5 / 7.8, (1, 64, 512) 18 / 10
-#: (float64 sums do not vectorise)
+#: (float64 sums do not vectorise). Not a limit of the direct float32 row loops
+#: (softmax over the last axis, layer norm over trailing axes), which vectorise:
+#: a one-call segment / the NumPy kernel, softmax (1, 4, 64, 64) 10 / 51 us,
+#: (1, 4, 128, 128) 32 / 135, (1, 12, 197, 197) 264 / 824, (1, 197, 768) 78 / 219;
+#: layer norm (1, 64, 512) 9 / 52, (1, 128, 256) 11 / 60, (1, 197, 768) 44 / 230
 SOFTMAX_MAX = 8192
 NORM_MAX = 24576
 REDUCE_MAX = 16384
@@ -127,6 +139,31 @@ def _idx(ndim: int, fixed: dict[int, str] | None = None) -> list[str]:
     return [(fixed or {}).get(d, f"i{d}") for d in range(ndim)]
 
 
+# -- the direct float32 row loops ---------------------------------------------------
+def _direct_module() -> str:
+    """Helper source binding ``_softmax32`` / ``_layer_norm32`` to the direct
+    loops of :mod:`..norm_direct` (``_norm_jit``, loaded now). Its module's name
+    is the hash of its text, so a change of the loops changes this source and
+    the kernel's cache with it."""
+    from .. import norm_direct
+
+    name = norm_direct._loops().__name__
+    return (f"\n\nimport sys\n\n_softmax32 = sys.modules[{name!r}].softmax32\n"
+            f"_layer_norm32 = sys.modules[{name!r}].layer_norm32\n")  # fmt: skip
+
+
+def _direct_rows(X: str, O: str, nd: int, cols: str, call: str) -> Lines:
+    """Lines running ``call`` on ``x2`` / ``o2``, ``X`` and ``O`` as (rows, ``cols``)
+    C arrays: views where both are typed C-contiguous, else a contiguous copy of
+    ``X`` and a scratch output copied into ``O`` after (``X`` may be ``O``)."""
+    copy_out = _nest(list(range(nd)), X, [f"{index(O, _idx(nd))} = {index('oc', _idx(nd))}"])
+    return [f"cols = {cols}", f"okx, xf = _flat({X})", f"oko, of = _flat({O})", "if okx and oko:",
+            "    x2 = xf.reshape(xf.size // cols, cols)", "    o2 = of.reshape(of.size // cols, cols)",
+            f"    {call}", "else:", f"    xc = np.ascontiguousarray({X})", "    oc = np.empty_like(xc)",
+            "    x2 = xc.reshape(xc.size // cols, cols)", "    o2 = oc.reshape(oc.size // cols, cols)",
+            f"    {call}"] + ["    " + line for line in copy_out]  # fmt: skip
+
+
 # -- layer norm -------------------------------------------------------------------
 @register("nn.layer_norm")
 def _layer_norm(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
@@ -134,7 +171,7 @@ def _layer_norm(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines
         return None
     x, gamma, beta, out = args
     X, G, B, O = names
-    if x.dtype not in FLOATS or out.dtype != x.dtype or x.ndim == 0 or out.ndim != x.ndim or not _small(x, NORM_MAX):  # type: ignore[union-attr]
+    if x.dtype not in FLOATS or out.dtype != x.dtype or x.ndim == 0 or out.ndim != x.ndim:  # type: ignore[union-attr]
         return None
     nd = x.ndim  # type: ignore[union-attr]
     raw = attrs.get("axes", (-1,))
@@ -144,6 +181,9 @@ def _layer_norm(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines
     if not axes or len(set(axes)) != len(axes):
         return None
     axes = tuple(sorted(axes))
+    rows32 = x.dtype == "float32" and axes == tuple(range(nd - len(axes), nd))  # type: ignore[union-attr]
+    if not rows32 and not _small(x, NORM_MAX):
+        return None
     eps = float(attrs.get("epsilon", 1e-5))
     scale, center = bool(attrs.get("scale", True)), bool(attrs.get("center", True))
     if not math.isfinite(eps):
@@ -175,7 +215,14 @@ def _layer_norm(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines
     row += _nest(axes, X, [f"d = {at} - mean", "squares += d * d"])
     row += [f"inv = 1.0 / math.sqrt(squares / cols + {literal(eps)})"]
     row += (["j = 0"] if len(axes) > 1 else []) + _nest(axes, X, apply)
-    return lines + _nest(outer, X, row)
+    if not rows32:
+        return lines + _nest(outer, X, row)
+    g = f"{G}" if scale else "x2[0]"  # not read where unused
+    b = f"{B}" if center else "x2[0]"
+    # the flags as typed values, not literals: the call then takes the signature
+    # the build compiles for the direct kernel, not a specialisation of its own
+    call = f"_layer_norm32(x2, {g}, {b}, {literal(eps)}, np.bool_({scale}), np.bool_({center}), o2)"
+    return Body(lines + _direct_rows(X, O, nd, "cols", call), FLAT_VIEW + _direct_module())
 
 
 @register("nn.rms_norm")
@@ -315,18 +362,21 @@ def _scale_shift_act(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> 
 
 
 # -- softmax ----------------------------------------------------------------------
-def _softmax_axis(attrs: dict, args: Sequence[Arg]) -> int | None:
+def _softmax_axis(attrs: dict, args: Sequence[Arg], rows32: bool = False) -> int | None:
+    """The call's axis, non-negative; None where the body declines it. Above
+    :data:`SOFTMAX_MAX` elements only a float32 call over the last axis (with
+    ``rows32``: softmax's direct loop) is taken."""
     if not _arrays(args, 2):
         return None
     x, out = args
     if x.dtype not in FLOATS or out.dtype != x.dtype or x.ndim == 0 or out.ndim != x.ndim:  # type: ignore[union-attr]
         return None
-    if not _small(x, SOFTMAX_MAX):
-        return None
     axis = attrs.get("axis", -1)
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -x.ndim <= int(axis) < x.ndim:  # type: ignore[union-attr]
         return None
-    return int(axis) % x.ndim  # type: ignore[union-attr]
+    axis = int(axis) % x.ndim  # type: ignore[union-attr]
+    last32 = rows32 and x.dtype == "float32" and axis == x.ndim - 1  # type: ignore[union-attr]
+    return axis if last32 or _small(x, SOFTMAX_MAX) else None
 
 
 def _row_max(X: str, nd: int, axis: int) -> Lines:
@@ -338,11 +388,15 @@ def _row_max(X: str, nd: int, axis: int) -> Lines:
 
 @register("nn.softmax")
 def _softmax(attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Lines | None:
-    axis = _softmax_axis(attrs, args)
+    axis = _softmax_axis(attrs, args, rows32=True)
     if axis is None:
         return None
     X, O = names
     nd = args[0].ndim  # type: ignore[union-attr]
+    if args[0].dtype == "float32" and axis == nd - 1:  # type: ignore[union-attr]
+        lines = check_same_shape(X, O, nd, "nn.softmax") + [f"if {X}.size == 0:", "    return"]
+        body = _direct_rows(X, O, nd, f"{X}.shape[{nd - 1}]", "_softmax32(x2, o2)")
+        return Body(lines + body, FLAT_VIEW + _direct_module())
     at, ot = index(X, _idx(nd)), index(O, _idx(nd))
     row = _row_max(X, nd, axis) + ["total = 0.0"]
     row += _nest([axis], X, [f"e = math.exp({at} - top)", f"{ot} = e", "total += e"])

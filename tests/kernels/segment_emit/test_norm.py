@@ -286,13 +286,80 @@ def test_batch_norm_training_and_mixed_dtypes_keep_their_numpy_kernels(numba_on)
 
 
 def test_large_inputs_keep_the_numpy_kernels_whose_vectorised_passes_are_faster(numba_on):
+    """float64, or axes the direct float32 row loops do not take (these run at any size)."""
     from hetvm.kernels.segment_emit import norm
 
-    x = _f((2, norm.NORM_MAX // 2 + 1))
-    s = _f((1, norm.SOFTMAX_MAX + 1))
+    x = _f((2, norm.NORM_MAX // 2 + 1), np.float64)
+    s = _f((1, norm.SOFTMAX_MAX + 1), np.float64)
+    x32 = _f((norm.NORM_MAX // 2 + 1, 2))
+    s32 = _f((norm.SOFTMAX_MAX // 2 + 1, 2))
     assert_segment_matches([
-        _ln(x, _f(x.shape[1]), _f(x.shape[1]), [1]),
+        _ln(x, _f(x.shape[1], np.float64), _f(x.shape[1], np.float64), [1]),
+        _ln(x32, _f(x32.shape[0]), _f(x32.shape[0]), [0]),
         _sm("nn.softmax", s, -1),
+        _sm("nn.softmax", s32, 0),
+        _sm("nn.log_softmax", _f((1, norm.SOFTMAX_MAX + 1)), -1),
         _red("max", _f(norm.REDUCE_MAX + 1), [0], False),  # sum and mean: reduce.py at any size
         _red("mean", _f((2, norm.REDUCE_MAX // 2 + 1, 2)), [0, 2], False),  # axes not one run
     ], compiled=False)
+
+
+def _softmax64(x):
+    d = (x - x.max(axis=-1, keepdims=True)).astype(np.float64)
+    e = np.exp(d)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _layer_norm64(x, gamma, beta):
+    w = x.astype(np.float64)
+    c = w - w.mean(axis=-1, keepdims=True)
+    return c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + 1e-5) * gamma + beta
+
+
+def test_float32_rows_of_any_size_run_the_direct_loops_in_the_segment(numba_on):
+    """float32 softmax / layer norm over trailing axes: the direct row loops at
+    any size, for C-contiguous arrays in place and for strided ones through a
+    contiguous copy (a transposed input, an output in Fortran order): the same
+    numbers as the direct kernel (C: bit for bit) and close to float64."""
+    from hetvm.kernels import norm_direct
+
+    big = _f((3, 128, 256), seed=6) * 4
+    big[0, 5, 7] = np.nan
+    big[1, 3, :] = -np.inf
+    odd = _f((7, 1000), seed=7)
+    strided = _f((300, 40), seed=8).T  # rows of 300 items, 1200 apart
+    g, b = _f(256, seed=9), _f(256, seed=10)
+    g3, b3 = _f((4, 300), seed=11), _f((4, 300), seed=12)
+    wide = _f((2, 4, 300), seed=13)
+    calls = [_sm("nn.softmax", big, -1), _sm("nn.softmax", odd, 1), _sm("nn.softmax", strided, -1),
+             _ln(big, g, b, [2]), _ln(odd, _f(1000), _f(1000), [-1], center=False),
+             _ln(strided, _f(300), _f(300), [1], scale=False),
+             _ln(wide, g3.ravel(), b3.ravel(), [1, 2])]
+    seg = assert_segment_matches(calls, **F32)
+    assert seg.pieces[0][0] == "g"
+    got, _, _ = run_both(calls)
+    order = []  # the segment's arrays: distinct, by first appearance
+    for _, _, args in calls:
+        order += [a for a in args if isinstance(a, np.ndarray) and not any(a is o for o in order)]
+    outs = [got[next(k for k, o in enumerate(order) if o is args[-1])] for _, _, args in calls]
+    loops = norm_direct._loops()
+    want = np.empty_like(big.reshape(-1, 256))
+    loops.softmax32(big.reshape(-1, 256), want)
+    np.testing.assert_array_equal(outs[0].reshape(-1, 256), want)
+    np.testing.assert_allclose(outs[1], _softmax64(odd), rtol=4e-7, atol=1e-12)
+    np.testing.assert_allclose(outs[2], _softmax64(np.ascontiguousarray(strided)), rtol=4e-7, atol=1e-12)
+    ok = ~np.isnan(big).any(axis=-1) & ~np.isinf(big).any(axis=-1)
+    np.testing.assert_allclose(outs[3][ok], _layer_norm64(big, g, b)[ok], rtol=1e-5, atol=2e-6)
+    assert np.isnan(outs[3][~ok]).all()
+    lw = _layer_norm64(wide.reshape(2, 1200), g3.ravel(), b3.ravel()).reshape(wide.shape)
+    np.testing.assert_allclose(outs[6], lw, rtol=1e-5, atol=2e-6)
+
+
+def test_float32_direct_rows_in_place_in_the_segment(numba_on):
+    x = _f((4, 5000), seed=14)
+    want = _softmax64(x)
+    y = x.copy()
+    run = assert_segment_matches([("nn.softmax", {"axis": -1}, [y, y])], **F32)
+    assert run.pieces[0][0] == "g"
+    got, _, _ = run_both([("nn.softmax", {"axis": -1}, [y, y])])
+    np.testing.assert_allclose(got[0], want, rtol=4e-7, atol=1e-12)
