@@ -56,9 +56,11 @@ def _on_cpu(call: E.Call, vdevs: Any) -> bool:
 
 def compile_generated_kernels(mod: IRModule) -> dict | None:
     """Compiles the module's fused kernels and the direct loops its calls take, on
-    CPU devices; ``{"generator", "kernels", "compile_seconds", "direct"}``
-    (``direct``: the loops, e.g. ``"depthwise float32"``) or None when there
-    are none or no Numba."""
+    CPU devices; ``{"generator", "kernels", "compile_seconds", "direct",
+    "interpreted"}`` (``kernels``: compiled units, one interpreter per dtype
+    counted once; ``direct``: the loops, e.g. ``"depthwise float32"``;
+    ``interpreted``: programs the interpreter of small programs runs, see
+    :mod:`hetvm.kernels.program_interp`) or None when there are none or no Numba."""
     from ..kernels import codegen_numba as cg
     from ..kernels import depthwise_direct
 
@@ -88,6 +90,7 @@ def compile_generated_kernels(mod: IRModule) -> dict | None:
     start = time.perf_counter()
     total = len(todo) + len(loops)
     done = set()
+    interpreted: dict[str, int] = {}  # interpreter dtype -> programs it runs
     for n, (call, args) in enumerate(todo, 1):
         program = tuple(tuple(s) for s in call.attrs["op_attrs"]["program"])
         *inputs, out = args
@@ -99,7 +102,11 @@ def compile_generated_kernels(mod: IRModule) -> dict | None:
         if took is None:  # the NumPy runner runs these shapes (see codegen_numba.mode)
             continue
         done.add(key)
-        log.info("generated kernel %d/%d compiled in %.2f s", n, total, took)
+        interp = kernel.interpreted([s for s, _ in inputs], out[0])
+        if interp is not None:
+            interpreted[interp] = interpreted.get(interp, 0) + 1
+        log.info("generated kernel %d/%d %s in %.2f s", n, total,
+                 f"runs on the {interp} interpreter, loaded" if interp else "compiled", took)  # fmt: skip
     direct = []
     for n, loop in enumerate(loops, len(todo) + 1):
         t0 = time.perf_counter()
@@ -111,5 +118,7 @@ def compile_generated_kernels(mod: IRModule) -> dict | None:
         log.info("direct loop %d/%d (%s) compiled in %.2f s", n, total, name, took)
     if not done and not direct:
         return None
-    return {"generator": "numba", "kernels": len(done) + len(direct),
-            "compile_seconds": round(time.perf_counter() - start, 3), "direct": direct}  # fmt: skip
+    own = len(done) - sum(interpreted.values())
+    return {"generator": "numba", "kernels": own + len(interpreted) + len(direct),
+            "compile_seconds": round(time.perf_counter() - start, 3), "direct": direct,
+            "interpreted": sum(interpreted.values())}  # fmt: skip

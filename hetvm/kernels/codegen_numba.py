@@ -55,7 +55,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..runtime.threads import numba_parallel_ok
-from . import math32
+from . import math32, program_interp
 from .fused_program import STEP_OPS, NumpyRunner, check_broadcast, parse_ref
 
 __all__ = ["available", "mode", "prefers_generated", "LIBM_BOUND", "LIBM_FREE32", "LIBM_SMALL", "generated_kernel", "covers",
@@ -350,6 +350,13 @@ def _cast(expr: str, dtype: str) -> str:
     return f"({expr})" if dtype == "bool" else f"np.{dtype}({expr})"
 
 
+def step_template(op: str, dtype: str) -> str:
+    """The expression of one step of ``op`` in ``dtype`` over ``{a}``, ``{b}``,
+    ``{c}``, ``{p0}``, ``{p1}`` and ``{zero}`` (before the cast to ``dtype``);
+    shared with :mod:`.program_interp`, whose steps then compute the same."""
+    return _SCALAR32.get(op, _SCALAR[op]) if dtype == "float32" else _SCALAR[op]
+
+
 def _body(program: Sequence[Sequence[Any]]) -> tuple[list[str], list[str]]:
     """Module-level constants and the per-element statements (result in ``t<last>``)."""
     consts: list[str] = []
@@ -383,7 +390,7 @@ def _body(program: Sequence[Sequence[Any]]) -> tuple[list[str], list[str]]:
         for i, p in enumerate(params):
             names[f"p{i}"] = _literal(p, dtype)
         names["zero"] = _literal(0, dtype)
-        template = _SCALAR32.get(op, _SCALAR[op]) if dtype == "float32" else _SCALAR[op]
+        template = step_template(op, dtype)
         if dtype in _SIGNED and op in _WRAPPING:
             template = _WRAPPING[op]
             names.update({key: f"np.uint64({name})" for key, name in names.items() if key in "abc"})
@@ -539,7 +546,11 @@ class _Kernel:
             return False
         return not self.by_size or prefers_generated(self.program, math.prod(out_shape))
 
-    def plan(self, shapes: tuple, out_shape: tuple[int, ...]) -> Any:
+    def plan(self, shapes: tuple, out_shape: tuple[int, ...], dtypes: Sequence[str] = ()) -> Any:
+        """How a call of these shapes runs: the interpreter (small outputs of a
+        program it covers, ``auto`` mode) or this program's own kernels."""
+        if mode() == "auto" and math.prod(out_shape) < program_interp.SMALL and program_interp.covers(self.program, dtypes):
+            return _Interpreted(self.program, len(shapes), dtypes[0])
         merged, flags = _merge(out_shape, list(shapes))
         in_shapes = [tuple(1 if f else n for f, n in zip(fl, merged)) for fl in flags]
         source = kernel_source(self.program, len(shapes), len(merged), flags)
@@ -562,8 +573,12 @@ class _Kernel:
             return None
         start = time.perf_counter()
         if not self.plans.get(key):
-            self.plans[key] = self.plan(tuple(shapes), out_shape)
-        merged, _, mod = self.plans[key]
+            self.plans[key] = self.plan(tuple(shapes), out_shape, dtypes)
+        plan = self.plans[key]
+        if isinstance(plan, _Interpreted):
+            plan.compile()
+            return time.perf_counter() - start
+        merged, _, mod = plan
         nb = _numba
         sig = [nb.types.Array(nb.from_dtype(np.dtype(d)), len(merged), "C") for d in (*dtypes, out_dtype)]
         for fn in (mod.serial, mod.parallel) if int(np.prod(out_shape)) >= PARALLEL_MIN else (mod.serial,):
@@ -571,6 +586,12 @@ class _Kernel:
         elapsed = time.perf_counter() - start
         _stats["compile_seconds"] += elapsed
         return elapsed
+
+    def interpreted(self, shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...]) -> str | None:
+        """The dtype of the interpreter that runs these shapes (after
+        :meth:`compile_for`), or None where this program's own kernel does."""
+        plan = self.plans.get((tuple(shapes), out_shape))
+        return str(plan.dtype) if isinstance(plan, _Interpreted) else None
 
     def __call__(self, *args: Any) -> None:
         out = args[-1]
@@ -582,13 +603,21 @@ class _Kernel:
             if not self.generates([str(a.dtype) for a in inputs], out.shape):
                 plan = self.plans[key] = False
             else:
-                plan = self.plans[key] = self.plan(key[0], out.shape)
+                plan = self.plans[key] = self.plan(key[0], out.shape, [str(a.dtype) for a in inputs])
         if plan is False:
             if self.fallback is None:
                 self.fallback = NumpyRunner(np, self.program)
             self.fallback(*args)
             return
         if out.size == 0:
+            return
+        if isinstance(plan, _Interpreted):
+            try:
+                plan(inputs, out)
+            except _numba.core.errors.NumbaError as err:  # as below: the NumPy runner is exact
+                log.warning("the interpreter failed to compile (%s); using the NumPy kernels", str(err).splitlines()[0])
+                self.plans[key] = False
+                self(*args)
             return
         merged, in_shapes, mod = plan
         views = []
@@ -613,6 +642,54 @@ class _Kernel:
             return
         if dst is not out:
             out[...] = dst
+
+
+class _Interpreted:
+    """A program run by :mod:`.program_interp`'s loop for its dtype."""
+
+    def __init__(self, program: tuple, n_inputs: int, dtype: str) -> None:
+        self.codes, self.params = program_interp.encode(program, n_inputs)
+        self.dtype = np.dtype(dtype)
+        self.run: Any = None
+
+    def compile(self) -> None:
+        """Loads the interpreter (compiled once per dtype, then from the disk cache)."""
+        if self.run is None:
+            self.run = _interpreter(str(self.dtype))
+
+    def __call__(self, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
+        self.compile()
+        n = out.size
+        ins = np.empty((len(inputs), n), self.dtype)
+        for i, a in enumerate(inputs):
+            if a.shape == out.shape:
+                ins[i] = a.reshape(n)  # a copy: also makes a strided input contiguous
+            else:
+                ins[i].reshape(out.shape)[...] = a  # broadcast (checked by the caller)
+        tmp = np.empty((len(self.codes), n), self.dtype)
+        dst = out.reshape(n) if out.flags.c_contiguous else np.empty(n, self.dtype)
+        self.run(self.codes, self.params, ins, tmp, dst)
+        if not out.flags.c_contiguous:
+            out[...] = dst.reshape(out.shape)
+
+
+_INTERPRETERS: dict[str, Any] = {}
+
+
+def _interpreter(dtype: str) -> Any:
+    """The compiled interpreter of ``dtype`` (see :mod:`.program_interp`)."""
+    run = _INTERPRETERS.get(dtype)
+    if run is None:
+        start = time.perf_counter()
+        run = _load(program_interp.interpreter_source(dtype)).run
+        array = _numba.types.Array
+        item = _numba.from_dtype(np.dtype(dtype))
+        run.compile((array(_numba.int64, 2, "C"), array(_numba.float64, 2, "C"), array(item, 2, "C"),
+                     array(item, 2, "C"), array(item, 1, "C")))  # fmt: skip
+        _INTERPRETERS[dtype] = run
+        _stats["kernels"] += 1
+        _stats["compile_seconds"] += time.perf_counter() - start
+    return run
 
 
 _KERNELS: dict[tuple, _Kernel] = {}

@@ -47,6 +47,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from ..analysis.called_ops import calls_any
 from ..analysis.values import result_vars
 from ..ir import expr as E
 from ..ir import prim as P
@@ -60,6 +61,7 @@ from .static_plan_block_memory import ALLOC_OP, lower_bounds
 __all__ = ["ConcatInPlace"]
 
 CONCAT_KERNEL = kernel_symbol("concat")
+_CONCAT = frozenset({CONCAT_KERNEL})
 # a view allocates nothing and writes nothing: a pure packed function
 PURE_VIEW_AT = E.ExternFunc(VIEW_AT_BUILTIN, struct_info=S.FuncStructInfo(None, S.ObjectStructInfo(), purity=True))
 
@@ -261,6 +263,8 @@ class ConcatInPlace(Pass):
     def transform_function(name: str, func: E.Function, mod: IRModule) -> E.Function:
         """The first of nested / flat placement that keeps every device's lower
         bound; ``func`` itself when neither does (or nothing is placed)."""
+        if isinstance(func, E.Function) and not calls_any(func, _CONCAT):
+            return func
         before: dict | None = None
         entry_vars = _entry_vars(func)
         for nested in (True, False):

@@ -163,6 +163,8 @@ def _like(weight: E.Constant, data: np.ndarray) -> S.TensorStructInfo:
 class FoldScaleAxis(FunctionPass):
     """Folds per-channel ``multiply``/``add`` chains after ``nn.conv2d`` into its weight."""
 
+    required_ops = frozenset({"nn.conv2d"})
+
     def __init__(self) -> None:
         super().__init__("FoldScaleAxis")
 

@@ -250,6 +250,8 @@ class FuseConvEpilogue(FunctionPass):
     """Fuses ``nn.conv2d`` with a following per-channel bias ``add``, residual
     ``add`` and ``nn.relu``."""
 
+    required_ops = frozenset({"nn.conv2d", _FUSED})  # a conv2d_bias_act written in text takes more
+
     def __init__(self) -> None:
         super().__init__("FuseConvEpilogue")
 

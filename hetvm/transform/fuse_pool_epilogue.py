@@ -118,6 +118,8 @@ class _Fuser(ExprMutator):
 class FusePoolEpilogue(FunctionPass):
     """Moves a convolution's bias and relu into the max pool that follows it."""
 
+    required_ops = frozenset({"nn.max_pool2d"})
+
     def __init__(self) -> None:
         super().__init__("FusePoolEpilogue")
 

@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Sequence
 
+from ..analysis.called_ops import calls_any
 from ..errors import HetvmError
 from ..ir import expr as E
 from ..ir.module import IRModule
@@ -152,6 +153,10 @@ class ModulePass(Pass):
 class FunctionPass(Pass):
     """Applies ``transform_function`` to every function of the module."""
 
+    #: a pass that rewrites around these ops changes nothing in a function that
+    #: calls none of them, which it then skips (empty: every function is visited)
+    required_ops: frozenset[str] = frozenset()
+
     def transform_function(self, func: E.Function, mod: IRModule, ctx: PassContext) -> E.Function:
         raise NotImplementedError
 
@@ -159,6 +164,9 @@ class FunctionPass(Pass):
         changed = False
         funcs: dict[str, E.Function] = {}
         for name, func in mod.functions.items():
+            if self.required_ops and isinstance(func, E.Function) and not calls_any(func, self.required_ops):
+                funcs[name] = func
+                continue
             new = self.transform_function(func, mod, ctx)
             changed |= new is not func
             funcs[name] = new

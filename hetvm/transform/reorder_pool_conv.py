@@ -185,6 +185,8 @@ class _ReorderMutator(ExprMutator):
 class ReorderPoolConv(FunctionPass):
     """Swaps ``nn.avg_pool2d`` and a 1x1 ``nn.conv2d`` where the other order costs less."""
 
+    required_ops = frozenset({"nn.avg_pool2d"})
+
     def __init__(self) -> None:
         super().__init__("ReorderPoolConv")
 

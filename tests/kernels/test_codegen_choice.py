@@ -94,7 +94,7 @@ def test_large_outputs_stay_serial_after_a_shared_out_product(monkeypatch, numba
             np.add(a, b, out=out)
 
     n = cg.PARALLEL_MIN
-    monkeypatch.setattr(k, "plan", lambda shapes, out_shape: ((n,), [(n,), (n,)], Recorder()))
+    monkeypatch.setattr(k, "plan", lambda shapes, out_shape, dtypes=(): ((n,), [(n,), (n,)], Recorder()))
     monkeypatch.setattr(threads, "_products_until", 0.0)
     x = np.arange(n, dtype=F32)
     got = np.empty(n, F32)

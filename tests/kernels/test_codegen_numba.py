@@ -206,7 +206,7 @@ def test_a_compiler_failure_falls_back_to_the_numpy_runner(monkeypatch):
 
         parallel = serial
 
-    monkeypatch.setattr(k, "plan", lambda shapes, out_shape: ((2,), [(2,), (2,)], Broken()))
+    monkeypatch.setattr(k, "plan", lambda shapes, out_shape, dtypes=(): ((2,), [(2,), (2,)], Broken()))
     x = np.array([1.0, -2.0], F32)
     got = np.empty(2, F32)
     k(x, x, got)

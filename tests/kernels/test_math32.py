@@ -26,7 +26,11 @@ def _fit_module():
 
 def test_the_committed_coefficients_are_the_fit():
     tool = _fit_module()
-    np.testing.assert_allclose(tool.fit(), math32.ERF_F, rtol=1e-9, atol=1e-14)
+    # the values, not the coefficients: a degree-20 fit's power coefficients move
+    # by 1e-5 relative with the LAPACK build, its values by 1e-14
+    t = np.linspace(-1.0, 1.0, 10_001)
+    fitted, committed = (np.polynomial.polynomial.polyval(t, c) for c in (tool.fit(), math32.ERF_F))
+    np.testing.assert_allclose(fitted, committed, rtol=1e-12)
     near, far = tool.fit_gelu()
     assert (tool.GELU_NEAR, tool.GELU_FAR) == (math32.GELU_NEAR, math32.GELU_FAR)
     # float32 values: equal, or one float32 rounding apart where the fit's last bits move
