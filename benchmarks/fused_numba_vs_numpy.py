@@ -8,7 +8,12 @@ involved), timed with this thread's CPU time so other processes on a shared
 machine inflate neither side; the best of 5 rounds is kept. A ratio above 1
 means the generated kernel is faster.
 
-    python benchmarks/fused_numba_vs_numpy.py [--sizes 256,4096,65536,1048576]
+    python benchmarks/fused_numba_vs_numpy.py [--sizes 256,4096,65536,1048576] [--interp]
+
+``--interp``: instead, the interpreter of small programs
+(``hetvm/kernels/program_interp.py``, what ``auto`` runs below ``SMALL``
+elements) against each program's own generated kernel and the NumPy runner,
+at 32 to 4,096 elements: the measurement behind ``program_interp.SMALL``.
 """
 
 from __future__ import annotations
@@ -52,8 +57,13 @@ def best_seconds(fn, args, reps: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="256,4096,65536,1048576")
+    ap.add_argument("--sizes", default=None)
+    ap.add_argument("--interp", action="store_true", help="the interpreter of small programs instead")
     a = ap.parse_args()
+    if a.interp:
+        interp(a.sizes or "32,256,1024,2048,4096")
+        return
+    a.sizes = a.sizes or "256,4096,65536,1048576"
     from hetvm.kernels import codegen_numba as cg
     from hetvm.kernels.fused_program import NumpyRunner
     from hetvm.runtime.threads import ThreadBudget
@@ -78,6 +88,37 @@ def main() -> None:
                 reps = max(3, 2_000_000 // n)
                 cells.append(best_seconds(runner, args, reps) / best_seconds(generated, args, reps))
             print(f"{n:>9}  " + "  ".join(f"{c:>11.2f}" for c in cells), flush=True)
+
+
+def interp(sizes: str) -> None:
+    from hetvm.kernels import codegen_numba as cg
+    from hetvm.kernels.fused_program import NumpyRunner
+    from hetvm.runtime.threads import ThreadBudget
+
+    if not cg.available():
+        raise SystemExit("numba is not installed")
+    rng = np.random.default_rng(0)
+    print("interpreter time / the program's own kernel's time, and (in brackets) NumPy runner / interpreter;")
+    print("one thread, CPU time, best of 5 rounds")
+    print(f"{'elements':>9}  " + "  ".join(f"{name:>14}" for name in PROGRAMS))
+    with ThreadBudget(1):
+        for n in (int(s) for s in sizes.split(",")):
+            x0, x1 = rng.standard_normal((2, n)).astype(F)
+            cells = []
+            for program in PROGRAMS.values():
+                program = tuple(tuple(s) for s in program)
+                inputs = [x0, x1] if any("x1" in s for s in program) else [x0]
+                out = np.empty(n, F)
+                own, runner = cg.generated_kernel(np, program), NumpyRunner(np, program)
+                table = cg._Interpreted(program, len(inputs), F)  # what auto runs below SMALL
+                fns = {"own": (own, (*inputs, out)), "numpy": (runner, (*inputs, out)), "interp": (table, (inputs, out))}
+                for fn, args in fns.values():
+                    for _ in range(3):
+                        fn(*args)
+                reps = max(20, 200_000 // n)
+                t = {k: best_seconds(fn, args, reps) for k, (fn, args) in fns.items()}
+                cells.append(f"{t['interp'] / t['own']:.2f} ({t['numpy'] / t['interp']:.1f})")
+            print(f"{n:>9}  " + "  ".join(f"{c:>14}" for c in cells), flush=True)
 
 
 if __name__ == "__main__":

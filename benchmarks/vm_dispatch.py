@@ -7,8 +7,10 @@ next to calling ``np.add(a, b, out=c)`` directly in a Python loop, in one run
 and built by ``hetvm.build`` -- what a user's program costs -- unfused (FuseOps
 off; with InplaceElementwise forced too) and as FuseOps groups it, next to a Python
 loop of ``np.add`` (allocating) and of ``np.add(out=)``, interleaved; with
-Numba installed, FuseOps with generated kernels too (``HETVM_NUMBA=1`` for that
-build). Prints figures only; speed is never asserted in tests.
+Numba installed, FuseOps with generated kernels too: ``FuseOps+Numba`` in the
+default mode (these one-element programs run on the interpreter of small
+programs, :mod:`hetvm.kernels.program_interp`), ``FuseOps+Numba-1`` with
+``HETVM_NUMBA=1`` (each program its own kernel). Prints figures only; speed is never asserted in tests.
 
     python benchmarks/vm_dispatch.py [N] [repeats] [--clock wall|cpu]
 
@@ -129,12 +131,15 @@ def bench_built(n: int, repeats: int) -> None:
     try:
         import numba  # noqa: F401
 
-        variants.append(("FuseOps+Numba", [], {}, "1"))
+        # auto (the default): programs below program_interp.SMALL elements run on the
+        # interpreter compiled once per dtype; "1": every program its own kernel
+        variants += [("FuseOps+Numba", [], {}, "auto"), ("FuseOps+Numba-1", [], {}, "1")]
     except ImportError:
         print("(numba is not installed: no generated-kernel variant)")
     for label, disabled, config, use_numba in variants:
         os.environ["HETVM_NUMBA"] = use_numba
         codegen_numba._checked = False  # re-read HETVM_NUMBA for this build and VM
+        codegen_numba._KERNELS.clear()  # a program's plans follow the mode of the build that made them
         t0 = time.perf_counter()
         with PassContext(disabled_pass=disabled, config=config):
             exe = hetvm.build(mod)

@@ -12,6 +12,7 @@ import contextlib
 import gc
 from typing import Any, Sequence
 
+from .analysis import called_ops
 from .errors import HetvmError
 from .ir.module import IRModule
 from .ir.vdevice import VDevice, remote, runtime_kind
@@ -117,15 +118,18 @@ def lower(
     pipeline = default_pipeline(default, host or VDevice("llvm", 0), plan_memory, plan_devices_options)
     current = PassContext.current()
     with _gc_paused():
-        if instruments:
-            with PassContext(
-                opt_level=current.opt_level,
-                config=current.config,
-                instruments=list(current.instruments) + list(instruments),
-                disabled_pass=current.disabled_pass,
-            ):
-                return pipeline(mod)
-        return pipeline(mod)
+        try:
+            if instruments:
+                with PassContext(
+                    opt_level=current.opt_level,
+                    config=current.config,
+                    instruments=list(current.instruments) + list(instruments),
+                    disabled_pass=current.disabled_pass,
+                ):
+                    return pipeline(mod)
+            return pipeline(mod)
+        finally:
+            called_ops.forget()  # the passes' versions of each function can go
 
 
 @contextlib.contextmanager

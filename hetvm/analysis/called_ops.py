@@ -5,6 +5,10 @@ concat -- and each is a full traversal (use counts, then a mutator) even of a
 function that has none: five of them took 0.35 s of a 20,000-binding DAG's
 build. Functions are immutable and a pass that changes nothing returns the
 same object, so one walk answers every pass until a pass rebuilds the function.
+
+Functions take no weak references, so the cache holds the last :data:`_KEPT`
+it was asked about; :func:`forget` (called when ``hetvm.build``'s pipeline
+ends) lets their older versions go.
 """
 
 from __future__ import annotations
@@ -15,9 +19,9 @@ from collections import OrderedDict
 from ..ir import expr as E
 from ..ir.visitor import ExprVisitor
 
-__all__ = ["called_ops", "calls_any"]
+__all__ = ["called_ops", "calls_any", "forget"]
 
-_KEPT = 32  # functions remembered (each entry holds its function, so ids stay unique)
+_KEPT = 16  # functions remembered (each entry holds its function, so ids stay unique)
 _CACHE: OrderedDict[int, tuple[E.Function, frozenset[str]]] = OrderedDict()
 _LOCK = threading.Lock()
 
@@ -55,3 +59,9 @@ def called_ops(func: E.Function) -> frozenset[str]:
 def calls_any(func: E.Function, names: frozenset[str]) -> bool:
     """Whether ``func`` calls any op or extern function of ``names``."""
     return not names.isdisjoint(called_ops(func))
+
+
+def forget() -> None:
+    """Drops every remembered function (and the IR it keeps alive)."""
+    with _LOCK:
+        _CACHE.clear()

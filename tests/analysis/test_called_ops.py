@@ -67,3 +67,11 @@ class Module:
 '''
     counting(from_source(conv))
     assert counting.visited == 1
+
+
+def test_a_build_lets_the_remembered_functions_go():
+    from hetvm.analysis import called_ops as cache
+    from hetvm.pipeline import lower
+
+    lower(from_source(SRC))
+    assert not cache._CACHE
