@@ -660,12 +660,13 @@ class _Interpreted:
     def __call__(self, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
         self.compile()
         n = out.size
-        ins = np.empty((len(inputs), n), self.dtype)
-        for i, a in enumerate(inputs):
-            if a.shape == out.shape:
-                ins[i] = a.reshape(n)  # a copy: also makes a strided input contiguous
-            else:
-                ins[i].reshape(out.shape)[...] = a  # broadcast (checked by the caller)
+        shape = out.shape
+        if all(a.shape == shape for a in inputs):
+            ins = np.array(inputs).reshape(len(inputs), n)  # one copy of all (strided ones too)
+        else:
+            ins = np.empty((len(inputs), n), self.dtype)
+            for i, a in enumerate(inputs):
+                ins[i].reshape(shape)[...] = a  # broadcast (checked by the caller)
         tmp = np.empty((len(self.codes), n), self.dtype)
         dst = out.reshape(n) if out.flags.c_contiguous else np.empty(n, self.dtype)
         self.run(self.codes, self.params, ins, tmp, dst)
