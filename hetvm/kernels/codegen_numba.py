@@ -611,14 +611,19 @@ class _Kernel:
             return
         if out.size == 0:
             return
-        if isinstance(plan, _Interpreted):
-            try:
+        try:
+            if isinstance(plan, _Interpreted):
                 plan(inputs, out)
-            except _numba.core.errors.NumbaError as err:  # as below: the NumPy runner is exact
-                log.warning("the interpreter failed to compile (%s); using the NumPy kernels", str(err).splitlines()[0])
-                self.plans[key] = False
-                self(*args)
-            return
+            else:
+                self._run_own(plan, inputs, out)
+        except _numba.core.errors.NumbaError as err:  # a compiler gap: the NumPy runner is exact
+            log.warning("generated kernel failed to compile (%s); using the NumPy kernels", str(err).splitlines()[0])
+            self.plans[key] = False
+            self(*args)
+
+    @staticmethod
+    def _run_own(plan: tuple, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
+        """Runs the program's own kernel (serial or parallel variant) on merged views."""
         merged, in_shapes, mod = plan
         views = []
         for a, s in zip(inputs, in_shapes):
@@ -627,19 +632,13 @@ class _Kernel:
             views.append(a.reshape(s))
         dst = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         flat = dst.reshape(merged)
-        try:
-            if out.size >= PARALLEL_MIN and numba_parallel_ok() and _PARALLEL_LOCK.acquire(blocking=False):
-                try:
-                    mod.parallel(*views, flat)
-                finally:
-                    _PARALLEL_LOCK.release()
-            else:
-                mod.serial(*views, flat)
-        except _numba.core.errors.NumbaError as err:  # a compiler gap: the NumPy runner is exact
-            log.warning("generated kernel failed to compile (%s); using the NumPy kernels", str(err).splitlines()[0])
-            self.plans[key] = False
-            self(*args)
-            return
+        if out.size >= PARALLEL_MIN and numba_parallel_ok() and _PARALLEL_LOCK.acquire(blocking=False):
+            try:
+                mod.parallel(*views, flat)
+            finally:
+                _PARALLEL_LOCK.release()
+        else:
+            mod.serial(*views, flat)
         if dst is not out:
             out[...] = dst
 
@@ -667,7 +666,7 @@ class _Interpreted:
             ins = np.empty((len(inputs), n), self.dtype)
             for i, a in enumerate(inputs):
                 ins[i].reshape(shape)[...] = a  # broadcast (checked by the caller)
-        tmp = np.empty((len(self.codes), n), self.dtype)
+        tmp = np.empty((len(self.codes) - 1, n), self.dtype)  # the last step writes ``dst``
         dst = out.reshape(n) if out.flags.c_contiguous else np.empty(n, self.dtype)
         self.run(self.codes, self.params, ins, tmp, dst)
         if not out.flags.c_contiguous:

@@ -73,7 +73,7 @@ def encode(program: Sequence[Sequence[Any]], n_inputs: int) -> Encoded:
 def interpreter_source(dtype: str) -> str:
     """The module text of the interpreter for ``dtype``: ``run(codes, params, ins,
     tmp, out)`` with ``ins`` the inputs' rows (broadcast to the output's size),
-    ``tmp`` one row per step (the last step writes ``out``, the flat output)."""
+    ``tmp`` a row per step but the last, which writes ``out`` (the flat output)."""
     from .codegen_numba import prelude_import, step_template
 
     lines = [
