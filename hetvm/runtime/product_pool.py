@@ -180,31 +180,55 @@ def _unit_last(a: Any) -> bool:
     return a.shape[-1] <= 1 or a.strides[-1] == a.itemsize
 
 
-def _plan(a: Any, b: Any, out: Any, threads: int) -> tuple[Callable[[int], tuple[Any, Any, Any]], int] | None:
-    """(chunk i's (a, b, out) views, chunk count) for ``out[...] = a @ b``, or
-    None to run it whole."""
+def _batch_matches(a_lead: tuple[int, ...], b_lead: tuple[int, ...], batch: tuple[int, ...]) -> bool:
+    """Whether the leading axes of ``a`` and ``b`` broadcast to exactly ``batch``
+    (what ``np.broadcast_shapes(a_lead, b_lead) == batch`` asks, at a fifth of
+    its cost: it runs before every large product)."""
+    lead = len(batch)
+    if max(len(a_lead), len(b_lead)) != lead:
+        return False
+    a_full = (1,) * (lead - len(a_lead)) + a_lead
+    b_full = (1,) * (lead - len(b_lead)) + b_lead
+    for x, y, e in zip(a_full, b_full, batch):
+        if not ((x == e or x == 1) and (y == e or y == 1) and (x == e or y == e)):
+            return False
+    return True
+
+
+def _shareable(a: Any, b: Any, out: Any) -> int:
+    """The multiply-adds of ``out[...] = a @ b`` where it may be threaded (on
+    BLAS's threads or cut into chunks, see the module docstring), else 0.
+    Cheap checks only: it runs before every large product."""
     if a.ndim < 2 or b.ndim < 2 or out.ndim < 2:
-        return None
+        return 0
     if not (a.dtype == b.dtype == out.dtype and out.dtype in _FLOATS):
-        return None
+        return 0
     m, k = a.shape[-2:]
     n = b.shape[-1]
     if b.shape[-2] != k or out.shape[-2:] != (m, n):
-        return None  # NumPy's error, from the plain call
+        return 0  # NumPy's error, from the plain call
     batch = out.shape[:-2]
-    try:
-        if np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) != batch:
-            return None
-    except ValueError:
-        return None
-    nb = 1
+    if not _batch_matches(a.shape[:-2], b.shape[:-2], batch):
+        return 0
+    macs = m * n * k
     for d in batch:
-        nb *= d
-    macs = nb * m * n * k
+        macs *= d
     if macs < PARALLEL_MIN or not (_unit_last(a) and _unit_last(b) and _unit_last(out)):
-        return None
+        return 0
     if np.may_share_memory(out, a) or np.may_share_memory(out, b):
+        return 0
+    return macs
+
+
+def _plan(a: Any, b: Any, out: Any, threads: int) -> tuple[Callable[[int], tuple[Any, Any, Any]], int] | None:
+    """(chunk i's (a, b, out) views, chunk count) for ``out[...] = a @ b``, or
+    None to run it whole."""
+    macs = _shareable(a, b, out)
+    if not macs:
         return None
+    m = a.shape[-2]
+    n = b.shape[-1]
+    batch = out.shape[:-2]
     chunks = min(threads * CHUNKS_PER_THREAD, macs // CHUNK_MIN)
     axis = max(range(len(batch)), key=batch.__getitem__, default=None)
     if axis is not None and batch[axis] >= chunks:  # whole matrices along the longest batch axis
@@ -261,9 +285,10 @@ def matmul_into(xp: Any, a: Any, b: Any, out: Any) -> None:
     if threads <= 1 or xp is not np:
         xp.matmul(a, b, out=out)
         return
-    plan = _plan(a, b, out, threads)
-    if plan is not None and _blas_threaded(a, b, out, threads):
+    shareable = _shareable(a, b, out) > 0
+    if shareable and _blas_threaded(a, b, out, threads):
         return
+    plan = _plan(a, b, out, threads) if shareable else None
     if plan is None or not _POOL_LOCK.acquire(blocking=False):
         xp.matmul(a, b, out=out)
         return
@@ -297,10 +322,14 @@ def matmul_into(xp: Any, a: Any, b: Any, out: Any) -> None:
 SLOW_FACTOR = 1.8
 #: slow products in a row that mark the machine busy (one alone may be an interrupt)
 SLOW_STREAK = 2
-#: seconds products are shared out by hetvm's pool after the machine was found busy
+#: the first busy verdict's seconds of products on hetvm's pool; each verdict
+#: that the first product after it renews doubles it, up to :data:`CONTENDED_S`
+CONTENDED_MIN_S = 0.02
+#: the longest a busy verdict lasts before a product tries BLAS's threads again
 CONTENDED_S = 0.5
 _best: dict[tuple, float] = {}  # (a's shape, b's shape, dtype) -> least seconds on BLAS's threads
 _contended_until = 0.0
+_window = CONTENDED_MIN_S  # the next verdict's length
 _slow = 0  # slow products in a row
 
 
@@ -316,8 +345,17 @@ def _blas_threaded(a: Any, b: Any, out: Any, threads: int) -> bool:
     partner stalls every product (the encoder 762 ms a call against 49 with
     the pool). A product that takes :data:`SLOW_FACTOR` times its best on
     BLAS's threads, :data:`SLOW_STREAK` times in a row, marks the machine
-    busy, and the next :data:`CONTENDED_S` seconds of products go to the pool."""
-    global _contended_until, _slow
+    busy, and the products of the next :data:`CONTENDED_MIN_S` seconds go to
+    the pool. The first product after that tries BLAS's threads again: fast, and
+    the verdict is over; slow, and it is renewed at twice the length, up to
+    :data:`CONTENDED_S`. Why not one long verdict: a transient (another
+    library's pool spinning down after its call, an interrupt) marked the
+    machine busy for half a second of slower pooled products, which at 2
+    threads on 2 cores was most of SqueezeNet's lead over the pool lost right
+    after an ONNX Runtime call (7.0 -> 9.4-9.9 ms a call, median of rounds);
+    a machine that stays busy pays one slow product per verdict, at most every
+    :data:`CONTENDED_S` seconds."""
+    global _contended_until, _slow, _window
     t0 = time.perf_counter()
     if t0 < _contended_until or not _POOL_LOCK.acquire(blocking=False):
         return False
@@ -340,10 +378,16 @@ def _blas_threaded(a: Any, b: Any, out: Any, threads: int) -> bool:
             if len(_best) > 4096:  # a long run of dynamic shapes: start over
                 _best.clear()
             _best[key] = took
-        _slow = _slow + 1 if best is not None and took > SLOW_FACTOR * best else 0
-        if _slow >= SLOW_STREAK:
+        slow = best is not None and took > SLOW_FACTOR * best
+        if not slow:
+            _slow, _window = 0, CONTENDED_MIN_S
+            return True
+        _slow += 1
+        # right after a verdict (its window grown) one slow product renews it
+        if _slow >= (1 if _window > CONTENDED_MIN_S else SLOW_STREAK):
             _slow = 0
-            _contended_until = time.perf_counter() + CONTENDED_S
+            _contended_until = time.perf_counter() + _window
+            _window = min(2 * _window, CONTENDED_S)
         return True
     finally:
         _POOL_LOCK.release()

@@ -324,6 +324,7 @@ def blas_first(monkeypatch):
     monkeypatch.setattr(pp, "_CORES", 4)
     monkeypatch.setattr(pp, "_contended_until", 0.0)
     monkeypatch.setattr(pp, "_slow", 0)
+    monkeypatch.setattr(pp, "_window", pp.CONTENDED_MIN_S)
     monkeypatch.setattr(pp, "_best", {})
     sets = []
     real = budget_mod.set_blas_threads
@@ -383,6 +384,47 @@ def test_slow_products_in_a_row_send_the_next_ones_to_the_pool(blas_first, monke
         pp.matmul_into(np, a, b, out)  # within CONTENDED_S: hetvm's pool, BLAS left at one thread
         assert len(blas_first) == calls
     assert np.all(np.abs(out - a @ b) <= _bound(a, b))
+
+
+def test_a_busy_verdict_is_short_and_the_first_product_after_it_decides(blas_first, monkeypatch):
+    # a transient marks the machine busy for CONTENDED_MIN_S only; the product
+    # after it tries BLAS's threads: slow renews the verdict at twice the
+    # length (one slow product suffices then), fast ends it
+    if not _blas_libs():
+        pytest.skip("no BLAS library under threadpoolctl")
+    monkeypatch.setattr(pp, "_window", pp.CONTENDED_MIN_S)
+    rng = np.random.default_rng(11)
+    a, b = _rand(rng, (64, 30), "float32"), _rand(rng, (30, 1000), "float32")
+    out = np.empty((64, 1000), "float32")
+    key = (a.shape, b.shape, "f")
+
+    def expire() -> None:
+        pp._contended_until = 0.0  # as if the verdict's window had passed
+
+    with ThreadBudget(2):
+        pp.matmul_into(np, a, b, out)
+        pp._best[key] = 1e-12  # slow from now on
+        for _ in range(pp.SLOW_STREAK):
+            pp.matmul_into(np, a, b, out)
+        left = pp._contended_until - time.perf_counter()
+        assert 0 < left <= pp.CONTENDED_MIN_S
+        expire()
+        pp.matmul_into(np, a, b, out)  # one slow product right after: renewed, longer
+        left = pp._contended_until - time.perf_counter()
+        assert pp.CONTENDED_MIN_S < left <= 2 * pp.CONTENDED_MIN_S
+        for _ in range(12):  # renewed again and again: the window stops growing
+            expire()
+            pp.matmul_into(np, a, b, out)
+        assert pp._window == pp.CONTENDED_S
+        assert pp._contended_until - time.perf_counter() <= pp.CONTENDED_S
+        expire()
+        pp._best[key] = float("inf")  # fast again: the verdict ends, the window is short
+        pp.matmul_into(np, a, b, out)
+        assert pp._contended_until == 0.0 and pp._window == pp.CONTENDED_MIN_S
+        pp._best[key] = 1e-12
+        pp.matmul_into(np, a, b, out)  # one slow product alone is no verdict again
+        assert pp._contended_until == 0.0
+    np.testing.assert_array_equal(out, np.matmul(a, b))
 
 
 def test_a_failing_product_on_blas_threads_puts_blas_back(blas_first, monkeypatch):
