@@ -8,9 +8,14 @@ on a two-core machine. A budget of ``n`` threads caps Numba at ``n`` and
 holds BLAS at one thread (its other threads are hetvm's, see below) for the
 length of a call, and puts back what was there before.
 
-BLAS is set through threadpoolctl (the ``threads`` extra); without it the
-BLAS pool is left as the process set it (``OPENBLAS_NUM_THREADS`` and the
-like, read when NumPy loads) and :func:`blas_control` says so. Numba's cap
+BLAS libraries are found through threadpoolctl (the ``threads`` extra);
+without it the BLAS pool is left as the process set it
+(``OPENBLAS_NUM_THREADS`` and the like, read when NumPy loads) and
+:func:`blas_control` says so. An OpenBLAS on its own pthreads pool is then set
+through its C functions directly (:class:`BlasLibrary`): threadpoolctl (3.6
+on) lets only the first Python thread that set it change it and silently
+ignores the others, so a VM called from a server's worker thread ran its
+products at OpenBLAS's full pool, against its budget. Numba's cap
 (``numba.set_num_threads``) is per calling thread and at most the pool Numba
 launched (``NUMBA_NUM_THREADS``); it is applied only where Numba is already
 imported (no generated kernel can run otherwise).
@@ -50,6 +55,7 @@ small convolutions (ShuffleNet) runs them in parallel.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import sys
 import threading
@@ -58,7 +64,7 @@ from typing import Any
 
 from ..errors import HetvmRuntimeError
 
-__all__ = ["ThreadBudget", "check_threads", "blas_control", "budget_threads", "parallel_product", "set_blas_threads",
+__all__ = ["ThreadBudget", "BlasLibrary", "check_threads", "blas_control", "budget_threads", "parallel_product", "set_blas_threads",
            "numba_parallel_ok", "PRODUCTS_AWAKE_S"]
 
 log = logging.getLogger("hetvm.threads")
@@ -66,7 +72,7 @@ log = logging.getLogger("hetvm.threads")
 _LOCK = threading.Lock()
 _no_threadpoolctl_logged = False
 _active = 0  # calls inside a budget now (any thread)
-_saved: list[tuple[Any, int]] = []  # (BLAS library, threads it had) while active
+_saved: list[tuple[BlasLibrary, int]] = []  # (BLAS library, threads it had) while active
 
 #: seconds after a product shared out by hetvm's workers during which Numba's
 #: loops run serial (see the module docstring)
@@ -103,6 +109,56 @@ def blas_control() -> Any:
     return ThreadpoolController().select(user_api="blas")
 
 
+class BlasLibrary:
+    """One BLAS library's thread count, read and set from any thread.
+
+    An OpenBLAS on its own pthreads pool through its C functions
+    ``openblas_get_num_threads`` / ``openblas_set_num_threads`` (the pool is
+    one per process; :class:`ThreadBudget` counts overlapping calls under a
+    lock). Why not threadpoolctl's controller: from version 3.6 its
+    ``set_num_threads`` on such an OpenBLAS does nothing unless the calling
+    Python thread is the first that set it, and each call looks its symbol up
+    again (2-4 us a budget). Other libraries (MKL, BLIS, an OpenMP OpenBLAS,
+    whose setting is per thread) go through the controller."""
+
+    __slots__ = ("controller", "get", "set")
+
+    def __init__(self, controller: Any) -> None:
+        self.controller = controller
+        raw = _openblas_functions(controller)
+        if raw is not None:
+            self.get, self.set = raw
+        else:
+            self.get = lambda: controller.num_threads
+            self.set = lambda threads: controller.set_num_threads(threads)
+
+    def __repr__(self) -> str:
+        return f"BlasLibrary({getattr(self.controller, 'filepath', self.controller)!r})"
+
+
+def _openblas_functions(controller: Any) -> tuple[Any, Any] | None:
+    """(get, set) C functions of an OpenBLAS on its own pthreads pool; None for
+    anything else, or where the symbols are not found."""
+    if getattr(controller, "internal_api", None) != "openblas":
+        return None
+    if getattr(controller, "threading_layer", None) != "pthreads":
+        return None
+    dynlib = getattr(controller, "dynlib", None)
+    if dynlib is None:
+        return None
+    for prefix in ("", "scipy_"):
+        for suffix in ("", "64_", "_64"):
+            try:
+                get = getattr(dynlib, f"{prefix}openblas_get_num_threads{suffix}")
+                put = getattr(dynlib, f"{prefix}openblas_set_num_threads{suffix}")
+            except AttributeError:
+                continue
+            get.restype, get.argtypes = ctypes.c_int, []
+            put.restype, put.argtypes = None, [ctypes.c_int]
+            return get, put
+    return None
+
+
 class ThreadBudget:
     """``with budget:`` (or ``token = budget.apply()`` ... ``budget.restore(token)``)
     runs its body with BLAS at one thread, Numba capped at ``threads`` and
@@ -117,7 +173,7 @@ class ThreadBudget:
     def __init__(self, threads: int) -> None:
         self.threads = check_threads(threads)
         ctl = blas_control()
-        self._libs = list(ctl.lib_controllers) if ctl is not None else []
+        self._libs = [BlasLibrary(lib) for lib in ctl.lib_controllers] if ctl is not None else []
         self._tokens = threading.local()  # per thread: a stack for `with`
 
     def apply(self) -> int | None:
@@ -125,10 +181,10 @@ class ThreadBudget:
         global _active, _budget_threads
         with _LOCK:
             if _active == 0:
-                _saved[:] = [(lib, lib.num_threads) for lib in self._libs]
+                _saved[:] = [(lib, lib.get()) for lib in self._libs]
                 for lib, had in _saved:
                     if had != 1:
-                        lib.set_num_threads(1)
+                        lib.set(1)
                 _budget_threads = self.threads
             _active += 1
         return _numba_enter(self.threads)
@@ -143,7 +199,7 @@ class ThreadBudget:
                 _budget_threads = 0
                 for lib, had in _saved:
                     if had != 1:
-                        lib.set_num_threads(had)
+                        lib.set(had)
                 _saved.clear()
 
     def __enter__(self) -> ThreadBudget:
@@ -167,7 +223,7 @@ def set_blas_threads(threads: int) -> bool:
     if not libs:
         return False
     for lib in libs:
-        lib.set_num_threads(threads)
+        lib.set(threads)
     return True
 
 

@@ -2,6 +2,8 @@
 threadpoolctl reports it) and caps Numba inside a call and puts both back after
 it; bad budgets are refused with a clear error."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -116,6 +118,52 @@ def test_bad_budget_is_refused(bad):
         hetvm.VirtualMachine(_probe_exe("x.y"), threads=bad)
 
 
+def test_a_call_from_another_thread_gets_its_blas_budget_too(blas_at_two):
+    # threadpoolctl lets only its first controlling thread set OpenBLAS's pool
+    # (here the test's thread, through the fixture) and ignores the others: a
+    # VM called from a server's worker thread must still run BLAS at one thread
+    seen = []
+    register_func("test_threads.probe_other", lambda t: seen.append(_blas_threads()) or t, override=True)
+    vm = hetvm.VirtualMachine(_probe_exe("test_threads.probe_other"), threads=2)
+    errors = []
+
+    def serve() -> None:
+        try:
+            vm["main"](np.ones(2, "float32"))
+        except BaseException as err:  # noqa: BLE001 - reported by the test's thread
+            errors.append(err)
+
+    try:
+        worker = threading.Thread(target=serve)
+        worker.start()
+        worker.join(30)
+    finally:
+        remove_global_func("test_threads.probe_other")
+    assert errors == [] and len(seen) == 1
+    assert set(seen[0]) == {1}
+    assert set(_blas_threads()) == {2}  # put back after the call
+
+
+def test_blas_libraries_are_set_from_any_thread(blas_at_two):
+    # each library's setter works from a thread threadpoolctl does not let control it
+    libs = ThreadBudget(2)._libs
+    done = []
+
+    def set_and_restore() -> None:
+        for lib in libs:
+            lib.set(1)
+        done.append(_blas_threads())
+        for lib in libs:
+            lib.set(2)
+
+    worker = threading.Thread(target=set_and_restore)
+    worker.start()
+    worker.join(30)
+    assert [set(d) for d in done] == [{1}]
+    assert set(_blas_threads()) == {2}
+    assert all(lib.get() == 2 for lib in libs)
+
+
 def test_without_threadpoolctl_the_budget_still_runs(monkeypatch):
     import sys
 
@@ -143,9 +191,9 @@ def test_each_budget_finds_the_blas_libraries_loaded_by_then(monkeypatch):
             return self
 
     monkeypatch.setattr(threadpoolctl, "ThreadpoolController", FakeController)
-    assert ThreadBudget(1)._libs == ["openblas-a"]
+    assert [lib.controller for lib in ThreadBudget(1)._libs] == ["openblas-a"]
     loaded[0] = ["openblas-a", "scipy-openblas"]
-    assert ThreadBudget(1)._libs == ["openblas-a", "scipy-openblas"]
+    assert [lib.controller for lib in ThreadBudget(1)._libs] == ["openblas-a", "scipy-openblas"]
 
 
 # -- inside a budget: BLAS at one thread, Numba's loops after shared-out products ---------
