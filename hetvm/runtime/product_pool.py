@@ -180,21 +180,6 @@ def _unit_last(a: Any) -> bool:
     return a.shape[-1] <= 1 or a.strides[-1] == a.itemsize
 
 
-def _batch_matches(a_lead: tuple[int, ...], b_lead: tuple[int, ...], batch: tuple[int, ...]) -> bool:
-    """Whether the leading axes of ``a`` and ``b`` broadcast to exactly ``batch``
-    (what ``np.broadcast_shapes(a_lead, b_lead) == batch`` asks, at a fifth of
-    its cost: it runs before every large product)."""
-    lead = len(batch)
-    if max(len(a_lead), len(b_lead)) != lead:
-        return False
-    a_full = (1,) * (lead - len(a_lead)) + a_lead
-    b_full = (1,) * (lead - len(b_lead)) + b_lead
-    for x, y, e in zip(a_full, b_full, batch):
-        if not ((x == e or x == 1) and (y == e or y == 1) and (x == e or y == e)):
-            return False
-    return True
-
-
 def _shareable(a: Any, b: Any, out: Any) -> int:
     """The multiply-adds of ``out[...] = a @ b`` where it may be threaded (on
     BLAS's threads or cut into chunks, see the module docstring), else 0.
@@ -207,9 +192,13 @@ def _shareable(a: Any, b: Any, out: Any) -> int:
     n = b.shape[-1]
     if b.shape[-2] != k or out.shape[-2:] != (m, n):
         return 0  # NumPy's error, from the plain call
-    batch = out.shape[:-2]
-    if not _batch_matches(a.shape[:-2], b.shape[:-2], batch):
-        return 0
+    batch, a_lead, b_lead = out.shape[:-2], a.shape[:-2], b.shape[:-2]
+    if not a_lead == b_lead == batch:  # the usual case, without NumPy's broadcasting call
+        try:
+            if np.broadcast_shapes(a_lead, b_lead) != batch:
+                return 0
+        except ValueError:
+            return 0
     macs = m * n * k
     for d in batch:
         macs *= d
@@ -220,10 +209,13 @@ def _shareable(a: Any, b: Any, out: Any) -> int:
     return macs
 
 
-def _plan(a: Any, b: Any, out: Any, threads: int) -> tuple[Callable[[int], tuple[Any, Any, Any]], int] | None:
+def _plan(
+    a: Any, b: Any, out: Any, threads: int, macs: int = 0
+) -> tuple[Callable[[int], tuple[Any, Any, Any]], int] | None:
     """(chunk i's (a, b, out) views, chunk count) for ``out[...] = a @ b``, or
-    None to run it whole."""
-    macs = _shareable(a, b, out)
+    None to run it whole. ``macs``: what :func:`_shareable` gave, when the
+    caller has asked it already (0: asked here)."""
+    macs = macs or _shareable(a, b, out)
     if not macs:
         return None
     m = a.shape[-2]
@@ -285,10 +277,10 @@ def matmul_into(xp: Any, a: Any, b: Any, out: Any) -> None:
     if threads <= 1 or xp is not np:
         xp.matmul(a, b, out=out)
         return
-    shareable = _shareable(a, b, out) > 0
-    if shareable and _blas_threaded(a, b, out, threads):
+    macs = _shareable(a, b, out)
+    if macs and _blas_threaded(a, b, out, threads):
         return
-    plan = _plan(a, b, out, threads) if shareable else None
+    plan = _plan(a, b, out, threads, macs) if macs else None
     if plan is None or not _POOL_LOCK.acquire(blocking=False):
         xp.matmul(a, b, out=out)
         return

@@ -149,8 +149,8 @@ def test_a_chunks_error_reaches_the_caller_and_the_pool_stays_usable(cut_everyth
     real = pp._plan
     ran = []
 
-    def failing(a_, b_, out_, threads):
-        piece, count = real(a_, b_, out_, threads)
+    def failing(a_, b_, out_, threads, macs=0):
+        piece, count = real(a_, b_, out_, threads, macs)
 
         def chunk(i):
             ran.append(i)
@@ -177,8 +177,8 @@ def test_an_error_in_a_worker_thread_reaches_the_caller(cut_everything, monkeypa
     out = np.empty((64, 4000), "float32")
     started = threading.Event()
 
-    def failing(a_, b_, out_, threads):
-        piece, count = real(a_, b_, out_, threads)
+    def failing(a_, b_, out_, threads, macs=0):
+        piece, count = real(a_, b_, out_, threads, macs)
 
         def chunk(i):
             if threading.get_ident() == caller:
@@ -278,8 +278,8 @@ def test_the_caller_redoes_a_late_workers_chunk_and_the_late_result_is_dropped(c
     out = np.empty((64, 1000), "float32")
     worker_in, release, late_done = threading.Event(), threading.Event(), threading.Event()
 
-    def slow(a_, b_, out_, threads):
-        piece, count = real(a_, b_, out_, threads)
+    def slow(a_, b_, out_, threads, macs=0):
+        piece, count = real(a_, b_, out_, threads, macs)
 
         def chunk(i):
             pa, pb, po = piece(i)
