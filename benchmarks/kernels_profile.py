@@ -11,7 +11,7 @@ never asserted.
     python benchmarks/kernels_profile.py [--models squeezenet,resnet50,mobilenet_v3_dynamo]
                                          [--batch 1] [--repeat 5] [--threads 1]
                                          [--by-shape] [--top 15] [--clock cpu|wall]
-                                         [--vs-ort] [--split-segments]
+                                         [--vs-ort] [--split-segments] [--corpus-dir DIR]
 
 With Numba on, the VM runs stretches of kernels as compiled segments
 (``hetvm/runtime/segments.py``), whose time the kernel timers do not see
@@ -36,7 +36,7 @@ from collections import defaultdict  # noqa: E402
 
 
 def profile(name: str, batch: int, repeat: int, by_shape: bool, top: int, clock, vs_ort: bool,
-            split: bool = False) -> None:
+            split: bool = False, corpus_dir: str | None = None) -> None:
     from onnx_models import load_model
 
     import hetvm.runtime.codegen as codegen
@@ -45,7 +45,7 @@ def profile(name: str, batch: int, repeat: int, by_shape: bool, top: int, clock,
     from hetvm.frontend import from_onnx
     from hetvm.runtime.vm import VirtualMachine
 
-    model, feeds = load_model(name, batch)
+    model, feeds = load_model(name, batch, corpus_dir)
     setup = parse_devices("cpu")
     compiled = compile_program(from_onnx(model), setup, want_explain=False)
 
@@ -194,10 +194,11 @@ def main() -> None:
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     ap.add_argument("--vs-ort", action="store_true", help="min wall time against ORT, interleaved")
     ap.add_argument("--split-segments", action="store_true", help="time each compiled call of a segment")
+    ap.add_argument("--corpus-dir", default=None, help="corpus models from this folder (see onnx_models.py)")
     a = ap.parse_args()
     for m in a.models.split(","):
         clock = time.thread_time if a.clock == "cpu" else time.perf_counter
-        profile(m, a.batch, a.repeat, a.by_shape, a.top, clock, a.vs_ort, a.split_segments)
+        profile(m, a.batch, a.repeat, a.by_shape, a.top, clock, a.vs_ort, a.split_segments, a.corpus_dir)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,13 @@ setting of its manifest: batch 1), in one run:
 
     python benchmarks/onnx_models.py [--threads 2] [--repeat 5] [--batches 1,8]
                                      [--models squeezenet,encoder] [--corpus] [--stat min] [--clock cpu]
-                                     [--settle 0.1]
+                                     [--settle 0.1] [--corpus-dir DIR]
                                      [--devices cpu] [--ort-level all|extended|basic]
 
 ``--models ''`` with ``--corpus`` runs the corpus alone; a corpus model can also
 be named in ``--models`` by its file name without ``.onnx`` (``resnet_legacy``).
+``--corpus-dir DIR`` takes the corpus from another folder that
+``tools/export_models.py --out DIR`` wrote (models kept out of the tests).
 ``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` are removed from the environment
 before NumPy loads (a core type forced for another machine skews BLAS).
 ``--ort-level extended`` times ORT without its NCHWc layout transform (blocked
@@ -192,16 +194,18 @@ def feeds_for(model, seed: int = 0) -> dict[str, np.ndarray]:
     return out
 
 
-def corpus_names() -> list[str]:
+def corpus_names(corpus_dir: str | None = None) -> list[str]:
     """The exported corpus's models, by file name without ``.onnx``."""
-    from hetvm.testing.exported_corpus import load_manifest
+    from hetvm.testing.exported_corpus import CORPUS_DIR, load_manifest
 
-    return [f[: -len(".onnx")] for f in sorted(load_manifest())]
+    return [f[: -len(".onnx")] for f in sorted(load_manifest(corpus_dir or CORPUS_DIR))]
 
 
-def load_model(name: str, batch: int):
+def load_model(name: str, batch: int, corpus_dir: str | None = None):
     """(ONNX model, feeds) of a light model, the encoder or a corpus model (whose
-    inputs are those of its manifest's first setting; ``batch`` is ignored)."""
+    inputs are those of its manifest's first setting; ``batch`` is ignored).
+    ``corpus_dir``: another folder written by ``tools/export_models.py --out``
+    (models held out of the tests) instead of the committed corpus."""
     import onnx
 
     if name == "encoder":
@@ -213,10 +217,11 @@ def load_model(name: str, batch: int):
         return model, feeds_for(model)
     from hetvm.testing.exported_corpus import CORPUS_DIR, draw_inputs, load_manifest
 
-    entry = load_manifest().get(name + ".onnx")
+    corpus_dir = corpus_dir or CORPUS_DIR
+    entry = load_manifest(corpus_dir).get(name + ".onnx")
     if entry is None:
-        raise SystemExit(f"unknown model {name!r}: not a light model, 'encoder' or a corpus model")
-    model = onnx.load(os.path.join(CORPUS_DIR, entry["file"]))
+        raise SystemExit(f"unknown model {name!r}: not a light model, 'encoder' or a model of {corpus_dir}")
+    model = onnx.load(os.path.join(corpus_dir, entry["file"]))
     return model, draw_inputs(entry, entry["settings"][0], 0)
 
 
@@ -341,6 +346,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--models", default=",".join(LIGHT + ["encoder"]))
     ap.add_argument("--corpus", action="store_true", help="also every model of the exported corpus (batch 1)")
+    ap.add_argument("--corpus-dir", default=None,
+                    help="with --corpus: a folder of models with a manifest.json written by "
+                         "tools/export_models.py --out (default: tests/frontend/exported)")
     ap.add_argument("--devices", default="cpu", help="hetvm devices, e.g. sim:0,cpu")
     ap.add_argument("--stat", choices=("median", "min"), default="median",
                     help="figure of the interleaved calls (min: least skewed on a loaded machine)")
@@ -359,7 +367,7 @@ def main(argv: list[str] | None = None) -> None:
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     batches = [int(b) for b in args.batches.split(",") if b]
     names = [m for m in args.models.split(",") if m]
-    corpus = set(corpus_names()) if args.corpus else set()
+    corpus = set(corpus_names(args.corpus_dir)) if args.corpus else set()
     names += sorted(corpus - set(names))
     has_ort = True
     try:
@@ -385,7 +393,7 @@ def main(argv: list[str] | None = None) -> None:
         for batch in [1] if in_corpus else batches:
             label = f"{name:<24}{batch:>5}"
             try:
-                model, feeds = load_model(name, batch)
+                model, feeds = load_model(name, batch, args.corpus_dir)
                 h = prepare_hetvm(model, feeds, args.devices)
             except Exception as err:  # noqa: BLE001 - a benchmark reports, it does not stop
                 print(f"{label} hetvm failed: {type(err).__name__}: {str(err).splitlines()[0][:120]}")

@@ -10,7 +10,12 @@ convolution: the loop plus Numba's dispatch, ~1 us, which inside a model's
 segment is shared by the whole stretch), and their ratio. CPU time, min of
 ``--repeat`` rounds, one BLAS thread.
 
-    python benchmarks/segment_conv.py [--repeat 7] [--scale 1,2,4]
+    python benchmarks/segment_conv.py [--repeat 7] [--scale 1,2,4] [--light | --small]
+
+The "loop" column is the general body (``conv.py``); "dots" the dot-product
+body for small output planes (``conv_dots.py``), timed on every row whatever
+its size rule (``dots_pay``) would choose, and the last column says what that
+rule picks.
 
 The corpus shapes were read from the segments' first calls of the CNNs in
 tests/frontend/exported (resnet, mobilenet_v3, efficientnet, convnext,
@@ -35,6 +40,7 @@ import numpy as np  # noqa: E402
 from hetvm.kernels import codegen_numba  # noqa: E402
 from hetvm.kernels.registry import bind_kernel  # noqa: E402
 from hetvm.kernels.segment_emit import conv as seg_conv  # noqa: E402
+from hetvm.kernels.segment_emit import conv_dots  # noqa: E402
 from hetvm.testing.segment_check import segment_of  # noqa: E402
 
 # (model, activation, data NCHW, weight OIHW, strides, padding, groups, residual)
@@ -75,6 +81,32 @@ LIGHT = [
     ("squeezenet 3x3 32->128", "relu", (1, 32, 27, 27), (128, 32, 3, 3), 1, 1, 1, False),
     ("squeezenet 3x3 48->192", "relu", (1, 48, 13, 13), (192, 48, 3, 3), 1, 1, 1, False),
     ("squeezenet 1x1 16->64", "relu", (1, 16, 55, 55), (64, 16, 1, 1), 1, 0, 1, False),
+]
+
+
+#: small output planes (a small CNN's last stages: 64x64 inputs, 16x16 to 2x2
+#: maps), where the dot-product body (segment_emit/conv_dots.py) competes
+SMALL = [
+    ("3x3/2 48->64 @4", "none", (1, 48, 4, 4), (64, 48, 3, 3), 2, 1, 1, False),
+    ("3x3/2 32->48 @8", "none", (1, 32, 8, 8), (48, 32, 3, 3), 2, 1, 1, False),
+    ("3x3/2 16->32 @16", "none", (1, 16, 16, 16), (32, 16, 3, 3), 2, 1, 1, False),
+    ("1x1 64->256 @2", "none", (1, 64, 2, 2), (256, 64, 1, 1), 1, 0, 1, False),
+    ("1x1 256->64 @2 res", "none", (1, 256, 2, 2), (64, 256, 1, 1), 1, 0, 1, True),
+    ("1x1 48->192 @4", "none", (1, 48, 4, 4), (192, 48, 1, 1), 1, 0, 1, False),
+    ("1x1 32->64 @4", "relu", (1, 32, 4, 4), (64, 32, 1, 1), 1, 0, 1, False),
+    ("1x1 16->32 @4", "relu", (1, 16, 4, 4), (32, 16, 1, 1), 1, 0, 1, False),
+    ("1x1 64->32 @8", "relu", (1, 64, 8, 8), (32, 64, 1, 1), 1, 0, 1, False),
+    ("resnet 3x3 16 @4", "none", (1, 16, 4, 4), (16, 16, 3, 3), 1, 1, 1, False),
+    ("3x3 8 @4", "none", (1, 8, 4, 4), (8, 8, 3, 3), 1, 1, 1, False),
+    ("3x3 4->8 @4", "none", (1, 4, 4, 4), (8, 4, 3, 3), 1, 1, 1, False),
+    ("3x3 32->64 @4", "relu", (1, 32, 4, 4), (64, 32, 3, 3), 1, 1, 1, False),
+    ("3x3 32 @3", "relu", (1, 32, 3, 3), (32, 32, 3, 3), 1, 1, 1, False),
+    ("3x3 64 @2", "relu", (1, 64, 2, 2), (64, 64, 3, 3), 1, 1, 1, False),
+    ("3x3 32 @8", "relu", (1, 32, 8, 8), (32, 32, 3, 3), 1, 1, 1, False),
+    ("3x3 g8 64 @4", "relu", (1, 64, 4, 4), (64, 8, 3, 3), 1, 1, 8, False),
+    ("3x3 g4 64 @4", "relu", (1, 64, 4, 4), (64, 16, 3, 3), 1, 1, 4, False),
+    ("3x3/2 g8 64 @8", "relu", (1, 64, 8, 8), (64, 8, 3, 3), 2, 1, 8, False),
+    ("2x2/2 32->64 @8", "none", (1, 32, 8, 8), (64, 32, 2, 2), 2, 0, 1, False),
 ]
 
 
@@ -123,29 +155,46 @@ def _time(fn, repeat: int) -> float:
     return best
 
 
+def _compiled(op: str, attrs: dict, args: list, dots: bool):
+    """The segment of the call alone, compiled with the general body or the dot
+    products; None where neither covers it."""
+    conv_dots.dots_pay = (lambda *shapes: True) if dots else (lambda *shapes: False)
+    codegen_numba._MODULES.clear()  # rows of one source: each its own compile (see the report)
+    seg, arrays = segment_of([(op, attrs, args)])
+    seg(*arrays)  # plans and compiles
+    if seg.pieces is None or seg.pieces[0][0] != "g":
+        return None
+    return lambda: seg(*arrays)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--scale", default="1")
     ap.add_argument("--light", action="store_true", help="the light models' layers instead of the corpus's")
+    ap.add_argument("--small", action="store_true", help="small output planes instead of the corpus's layers")
     opts = ap.parse_args()
-    seg_conv.conv_is_small = lambda *shapes: True  # the loop at every size, to place the rule
-    print(f"{'layer':28} {'MACs':>10} {'NumPy us':>10} {'loop us':>10} {'loop/NumPy':>10}")
+    rule = conv_dots.dots_pay
+    seg_conv.conv_is_small = lambda *shapes: True  # the loops at every size, to place the rules
+    conv_dots.conv_is_small = seg_conv.conv_is_small
+    rows = LIGHT if opts.light else SMALL if opts.small else CORPUS
+    print(f"{'layer':28} {'MACs':>10} {'NumPy us':>10} {'loop us':>10} {'dots us':>10} {'loop/NumPy':>10} "
+          f"{'dots/loop':>10}  rule")
     for k in (int(v) for v in opts.scale.split(",")):
-        for row in LIGHT if opts.light else CORPUS:
+        for row in rows:
             row = _scaled(row, k)
             op, attrs, args = _call(row)
             kernel = bind_kernel(op, "cpu", np, dict(attrs))
-            codegen_numba._MODULES.clear()  # rows of one source: each its own compile (see the report)
-            seg, arrays = segment_of([(op, attrs, args)])
-            seg(*arrays)  # plans and compiles
-            if seg.pieces is None or seg.pieces[0][0] != "g":
+            loop, dots = _compiled(op, attrs, args, False), _compiled(op, attrs, args, True)
+            if loop is None or dots is None:
                 print(f"{row[0]:28} not compiled")
                 continue
             t_np = _time(lambda k=kernel, a=args: k(*a), opts.repeat)
-            t_loop = _time(lambda s=seg, a=arrays: s(*a), opts.repeat)
+            t_loop, t_dots = _time(loop, opts.repeat), _time(dots, opts.repeat)
             macs = seg_conv.conv_multiply_adds(args[1].shape, args[-1].shape)
-            print(f"{row[0]:28} {macs:>10} {t_np * 1e6:>10.1f} {t_loop * 1e6:>10.1f} {t_loop / t_np:>10.2f}")
+            pick = "dots" if rule(args[1].shape, args[-1].shape, attrs["groups"]) else "loop"
+            print(f"{row[0]:28} {macs:>10} {t_np * 1e6:>10.1f} {t_loop * 1e6:>10.1f} {t_dots * 1e6:>10.1f} "
+                  f"{t_loop / t_np:>10.2f} {t_dots / t_loop:>10.2f}  {pick}")
 
 
 if __name__ == "__main__":

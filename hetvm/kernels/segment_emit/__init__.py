@@ -160,6 +160,7 @@ def _ensure_loaded() -> None:
         _loaded = True
         from . import (  # noqa: F401  (register)
             conv,
+            conv_dots,
             depthwise,
             elementwise,
             linalg,
