@@ -65,7 +65,7 @@ from typing import Any
 from ..errors import HetvmRuntimeError
 
 __all__ = ["ThreadBudget", "BlasLibrary", "check_threads", "blas_control", "budget_threads", "parallel_product", "set_blas_threads",
-           "numba_parallel_ok", "PRODUCTS_AWAKE_S"]
+           "numba_parallel_ok", "serial_while_products_awake", "PRODUCTS_AWAKE_S"]
 
 log = logging.getLogger("hetvm.threads")
 
@@ -246,6 +246,23 @@ def numba_parallel_ok() -> bool:
     module docstring). The kernel still checks its own size threshold and
     Numba's thread count."""
     return _budget_threads <= 1 or time.perf_counter() >= _products_until
+
+
+def serial_while_products_awake(fn: Any) -> Any:
+    """``fn`` (compiled code with parallel loops inside, which cannot ask
+    :func:`numba_parallel_ok` itself) run with Numba capped at one thread while
+    a threaded product's partners are awake."""
+
+    def run(*args: Any) -> Any:
+        if numba_parallel_ok():
+            return fn(*args)
+        had = _numba_enter(1)
+        try:
+            return fn(*args)
+        finally:
+            _numba_exit(had)
+
+    return run
 
 
 def _numba_enter(threads: int) -> int | None:

@@ -236,6 +236,22 @@ def test_numba_loops_wait_after_a_shared_out_product(pools_reset, monkeypatch):
         assert budget_mod.numba_parallel_ok()  # one thread: nothing to take turns with
 
 
+def test_compiled_parallel_code_runs_serial_while_a_products_partners_are_awake(pools_reset, monkeypatch):
+    numba = pytest.importorskip("numba")
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba launched a single thread")
+    seen = []
+    run = budget_mod.serial_while_products_awake(lambda x: seen.append((x, numba.get_num_threads())) or x)
+    with ThreadBudget(2):
+        assert run("a") == "a"
+        budget_mod.parallel_product()
+        assert run("b") == "b"
+        assert numba.get_num_threads() == 2  # put back after the call
+        monkeypatch.setattr(budget_mod, "_products_until", 0.0)
+        run("c")
+    assert seen == [("a", 2), ("b", 1), ("c", 2)]
+
+
 def test_a_vm_call_runs_its_products_with_blas_at_one_thread(blas_at_two, pools_reset):
     # a 1x1 convolution of 4 -> 8 channels on a 4x4 map, inside a call of budget 2
     rng = np.random.default_rng(0)

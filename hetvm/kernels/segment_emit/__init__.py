@@ -86,12 +86,18 @@ class Body(list):
     a product's body (matmul's): its sums already run in another order than a
     single ``np.matmul``'s, within the summation error bound, which one rounding
     fewer per term keeps, and contraction changes no NaN or inf result;
-    element-wise bodies must round as NumPy does, so they never set it."""
+    element-wise bodies must round as NumPy does, so they never set it.
 
-    def __init__(self, lines: Lines, helpers: str = "", *, contract: bool = False) -> None:
+    ``parallel``: the kernel is compiled with ``parallel=True``, for a body
+    whose outer loop is ``numba.prange`` over independent jobs (a large
+    convolution's blocks of output channels); the segment then runs serial
+    while BLAS's threads are awake (``threads.numba_parallel_ok``)."""
+
+    def __init__(self, lines: Lines, helpers: str = "", *, contract: bool = False, parallel: bool = False) -> None:
         super().__init__(lines)
         self.helpers = helpers
         self.contract = contract
+        self.parallel = parallel
 
 Emitter = Callable[[dict, Sequence[Arg], Sequence[Any]], "Lines | None"]
 
