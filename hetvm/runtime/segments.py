@@ -34,7 +34,7 @@ import numpy as np
 
 from ..kernels import codegen_numba
 from ..kernels.segment_emit import Arg, Arr, ArrList, Imm, Val, emitter
-from .threads import serial_while_products_awake
+from .threads import parallel_when_free
 
 __all__ = ["Slot", "SegmentCall", "Segment", "enabled", "slot_value", "MAX_STRETCH", "MAX_CALLS"]
 
@@ -208,14 +208,15 @@ class Segment:
             types = f"# types: {', '.join(str(t) for t in sig)}\n"
             if parallel:
                 k, lines = stretch[0]
-                fn = codegen_numba._load(_kernel_source(lines, _params(self.calls[k].slots)) + types).kernel
+                params = _params(self.calls[k].slots)
+                threaded = codegen_numba._load(_kernel_source(lines, params) + types).kernel
+                fn = codegen_numba._load(_kernel_source(lines.serial, params) + types).kernel
+                _compile_once(threaded, sig)
             else:
                 kernels = [codegen_numba._load(_kernel_source(lines, _params(self.calls[k].slots))).__name__
                            for k, lines in stretch]
                 fn = codegen_numba._load(_segment_source(self.calls, stretch, kernels, used) + types).segment
-            if fn._can_compile:  # else another segment of this text compiled it already
-                fn.compile(sig)
-                fn.disable_compile()
+            _compile_once(fn, sig)
         except Exception as err:  # noqa: BLE001 - a compiler gap: the NumPy kernels are exact
             log.warning("segment of %d kernels (%s) failed to compile (%s); using the NumPy kernels",
                         len(stretch), self.where, str(err).splitlines()[0] if str(err) else type(err).__name__)
@@ -224,8 +225,17 @@ class Segment:
         codegen_numba.count_compiled(1, elapsed)
         log.info("segment of %d kernels (%s) compiled in %.2f s", len(stretch), self.where, elapsed)
         if parallel:
-            fn = serial_while_products_awake(fn)
+            fn = parallel_when_free(threaded, fn)
         return ("g", fn, tuple(used), tuple(k for k, _ in stretch))
+
+
+def _compile_once(fn: Any, sig: tuple) -> None:
+    """Compiles dispatcher ``fn`` for ``sig`` and stops it compiling more (its
+    module's text names the types); another segment of the same text may have
+    done it already."""
+    if fn._can_compile:
+        fn.compile(sig)
+        fn.disable_compile()
 
 
 def slot_value(slot: Slot, args: tuple) -> Any:

@@ -298,8 +298,12 @@ def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
 
     threaded = weight.shape is not None and out_arg.shape is not None and (
         conv_multiply_adds(weight.shape, out_arg.shape) >= CONV_PARALLEL_MIN)
-    lines += _tap_loops(G, strides, dilation, weight.shape, dtype, epilogue, threaded)  # type: ignore[union-attr]
-    return Body([ln for ln in lines if ln], parallel=threaded)
+    serial = Body([ln for ln in lines + _tap_loops(G, strides, dilation, weight.shape, dtype, epilogue) if ln],
+                  contract=threaded)  # fmt: skip
+    if not threaded:
+        return serial
+    jobs = lines + _tap_loops(G, strides, dilation, weight.shape, dtype, epilogue, parallel=True)
+    return Body([ln for ln in jobs if ln], contract=True, parallel=True, serial=serial)
 
 
 #: taps unrolled into one loop over the plane: every (input channel, tap) of a

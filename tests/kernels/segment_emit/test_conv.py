@@ -9,6 +9,7 @@ import pytest
 
 from hetvm.kernels.registry import bind_kernel
 from hetvm.kernels.segment_emit import conv as seg_conv
+from hetvm.runtime.threads import ThreadBudget
 from hetvm.testing.segment_check import assert_segment_matches, compiled_calls, run_both, segment_of
 
 pytest.importorskip("numba")
@@ -248,3 +249,6 @@ def test_a_convolution_above_the_parallel_size_runs_its_channel_blocks_over_thre
     small = conv_call("nn.conv2d_bias_act", big[2][-1], rand(4, 18, 1, 1), strides=(4, 4))
     seg = assert_segment_matches([big, small], rtol=1e-4, atol=1e-5)
     assert [(p[0], p[3]) for p in seg.pieces] == [("g", (0,)), ("g", (1,))]
+    with ThreadBudget(1):  # its serial form
+        got, _, _ = run_both([big, small])
+    np.testing.assert_array_equal(got[3], run_both([big])[0][3])  # the same sums, the same bits
