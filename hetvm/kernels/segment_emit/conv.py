@@ -41,8 +41,12 @@ __all__ = ["CONV_LOOP_MAX", "CONV_PARALLEL_MIN", "CONV_POINTWISE_LOOP_MAX", "CON
 #: a convolution's multiply-adds above which it keeps its NumPy kernel (0.2-0.9x
 #: the NumPy kernel's time up to 301056, the ResNet stem; 1.0-1.6x at 3-6e5)
 CONV_LOOP_MAX = 1 << 19
-#: the same for 1x1 kernels
-CONV_POINTWISE_LOOP_MAX = 1 << 16
+#: the same for 1x1 kernels: a call alone, the loop took 0.8-1.6x the NumPy
+#: kernel's time from 65536 to 262144, but inside a model the NumPy call also
+#: splits the segment around it and costs the VM a kernel call: same process,
+#: 2 threads, 2^16 -> 2^18 took held-out RegNet 0.297 -> 0.198 ms, PoolFormer
+#: 0.368 -> 0.324, MobileViT 1.06 -> 0.95, SegFormer 0.175 -> 0.135
+CONV_POINTWISE_LOOP_MAX = 1 << 18
 #: the same for depthwise layers (one input channel a group)
 CONV_DEPTHWISE_LOOP_MAX = 1 << 21
 #: image stems (at most STEM_IN input channels a group, at most STEM_OUT output

@@ -230,7 +230,8 @@ def test_the_size_rule_by_kind_of_convolution():
     assert seg_conv.conv_is_small((8, 3, 7, 7), (1, 8, 16, 16))  # the ResNet stem: 301056
     assert not seg_conv.conv_is_small((64, 64, 3, 3), (1, 64, 16, 16))
     assert seg_conv.conv_is_small((16, 8, 1, 1), (1, 16, 16, 16))
-    assert not seg_conv.conv_is_small((32, 64, 1, 1), (1, 32, 8, 8))  # 131072 on a 1x1 kernel
+    assert seg_conv.conv_is_small((32, 64, 1, 1), (1, 32, 8, 8))  # 131072 on a 1x1 kernel
+    assert not seg_conv.conv_is_small((64, 64, 1, 1), (1, 64, 16, 16))  # 1048576 on a 1x1 kernel
     assert seg_conv.conv_is_small((64, 1, 3, 3), (1, 64, 32, 32))  # depthwise
     assert not seg_conv.conv_is_small((8, 3, 7), (1, 8, 16, 16))
     assert seg_conv.conv_is_small((24, 3, 3, 3), (1, 24, 112, 112))  # an image stem: any size
