@@ -34,7 +34,6 @@ import numpy as np
 
 from ..kernels import codegen_numba
 from ..kernels.segment_emit import Arg, Arr, ArrList, Imm, Val, emitter
-from .threads import parallel_when_free
 
 __all__ = ["Slot", "SegmentCall", "Segment", "enabled", "slot_value", "MAX_STRETCH", "MAX_CALLS"]
 
@@ -146,12 +145,6 @@ class Segment:
             if body is None:
                 flush()
                 pieces.append(("k", k, (), ()))
-            elif getattr(body, "parallel", False):
-                # compiled on its own: Numba caches no function that calls a
-                # parallel one, so inside a stretch it would compile every process
-                flush()
-                stretch.append((k, body))
-                flush()
             else:
                 stretch.append((k, body))
                 if len(stretch) == MAX_STRETCH:
@@ -192,31 +185,26 @@ class Segment:
     def _compile(self, stretch: list[tuple[int, list[str]]], args: tuple) -> tuple | None:
         if not codegen_numba.available():
             return None
-        parallel = getattr(stretch[0][1], "parallel", False)  # then the stretch's only call
         used: list[int] = []
         for k, _ in stretch:
             for tag, value in self.calls[k].slots:
                 for i in (value,) if tag == "a" else value if tag == "l" else ():
-                    if parallel or i not in used:  # alone: the kernel's own parameters
+                    if i not in used:
                         used.append(i)
         nb = codegen_numba._numba
         sig = tuple(_array_type(nb, args[i]) for i in used)
         start = time.perf_counter()
         try:
+            kernels = [codegen_numba._load(_kernel_source(lines, _params(self.calls[k].slots))).__name__
+                       for k, lines in stretch]
             # the argument types are part of the text: a module (and its dispatcher,
             # whose compiling stops below) serves exactly one signature
-            types = f"# types: {', '.join(str(t) for t in sig)}\n"
-            if parallel:
-                k, lines = stretch[0]
-                params = _params(self.calls[k].slots)
-                threaded = codegen_numba._load(_kernel_source(lines, params) + types).kernel
-                fn = codegen_numba._load(_kernel_source(lines.serial, params) + types).kernel
-                _compile_once(threaded, sig)
-            else:
-                kernels = [codegen_numba._load(_kernel_source(lines, _params(self.calls[k].slots))).__name__
-                           for k, lines in stretch]
-                fn = codegen_numba._load(_segment_source(self.calls, stretch, kernels, used) + types).segment
-            _compile_once(fn, sig)
+            types = ", ".join(str(t) for t in sig)
+            mod = codegen_numba._load(_segment_source(self.calls, stretch, kernels, used) + f"# types: {types}\n")
+            fn = mod.segment
+            if fn._can_compile:  # else another segment of this text compiled it already
+                fn.compile(sig)
+                fn.disable_compile()
         except Exception as err:  # noqa: BLE001 - a compiler gap: the NumPy kernels are exact
             log.warning("segment of %d kernels (%s) failed to compile (%s); using the NumPy kernels",
                         len(stretch), self.where, str(err).splitlines()[0] if str(err) else type(err).__name__)
@@ -224,18 +212,7 @@ class Segment:
         elapsed = time.perf_counter() - start
         codegen_numba.count_compiled(1, elapsed)
         log.info("segment of %d kernels (%s) compiled in %.2f s", len(stretch), self.where, elapsed)
-        if parallel:
-            fn = parallel_when_free(threaded, fn)
         return ("g", fn, tuple(used), tuple(k for k, _ in stretch))
-
-
-def _compile_once(fn: Any, sig: tuple) -> None:
-    """Compiles dispatcher ``fn`` for ``sig`` and stops it compiling more (its
-    module's text names the types); another segment of the same text may have
-    done it already."""
-    if fn._can_compile:
-        fn.compile(sig)
-        fn.disable_compile()
 
 
 def slot_value(slot: Slot, args: tuple) -> Any:
@@ -302,11 +279,10 @@ def _kernel_source(lines: list[str], params: list[str]) -> str:
     (no other fast-math flag, ever)."""
     helpers = getattr(lines, "helpers", "")
     contract = ", fastmath={'contract'}" if getattr(lines, "contract", False) else ""
-    parallel = ", parallel=True" if getattr(lines, "parallel", False) else ""
     return "\n".join([
         codegen_numba.prelude_import(),
         *([helpers] if helpers else []),
-        f'@numba.njit(cache=True, error_model="numpy", nogil=True{contract}{parallel})',
+        f'@numba.njit(cache=True, error_model="numpy", nogil=True{contract})',
         f"def kernel({', '.join(params)}):",
         *("    " + line for line in lines or ["pass"]),
         "",

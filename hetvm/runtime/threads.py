@@ -65,7 +65,7 @@ from typing import Any
 from ..errors import HetvmRuntimeError
 
 __all__ = ["ThreadBudget", "BlasLibrary", "check_threads", "blas_control", "budget_threads", "parallel_product", "set_blas_threads",
-           "numba_parallel_ok", "parallel_when_free", "PRODUCTS_AWAKE_S"]
+           "numba_parallel_ok", "PRODUCTS_AWAKE_S"]
 
 log = logging.getLogger("hetvm.threads")
 
@@ -246,22 +246,6 @@ def numba_parallel_ok() -> bool:
     module docstring). The kernel still checks its own size threshold and
     Numba's thread count."""
     return _budget_threads <= 1 or time.perf_counter() >= _products_until
-
-
-def parallel_when_free(threaded: Any, serial: Any) -> Any:
-    """A callable running compiled code with parallel loops inside (which cannot
-    ask :func:`numba_parallel_ok` itself) where they may run -- Numba has more
-    than one thread for this caller (a budget of one caps it at one) and no
-    threaded product's partners are awake -- and its serial form otherwise."""
-
-    def run(*args: Any) -> Any:
-        if numba_parallel_ok():
-            pair = _numba_pair()
-            if pair is not None and pair[0]() > 1:
-                return threaded(*args)
-        return serial(*args)
-
-    return run
 
 
 def _numba_enter(threads: int) -> int | None:

@@ -236,31 +236,6 @@ def test_numba_loops_wait_after_a_shared_out_product(pools_reset, monkeypatch):
         assert budget_mod.numba_parallel_ok()  # one thread: nothing to take turns with
 
 
-def test_compiled_parallel_code_runs_serial_at_one_thread_and_while_a_products_partners_are_awake(
-        pools_reset, monkeypatch):  # fmt: skip
-    numba = pytest.importorskip("numba")
-    if numba.config.NUMBA_NUM_THREADS < 2:
-        pytest.skip("numba launched a single thread")
-    seen = []
-    run = budget_mod.parallel_when_free(lambda x: seen.append(("threaded", x)) or x,
-                                        lambda x: seen.append(("serial", x)) or x)  # fmt: skip
-    had = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        assert run("outside") == "outside"  # no budget: Numba's own thread count decides
-    finally:
-        numba.set_num_threads(had)
-    with ThreadBudget(2):
-        assert run("a") == "a"
-        budget_mod.parallel_product()
-        run("b")
-        monkeypatch.setattr(budget_mod, "_products_until", 0.0)
-        run("c")
-    with ThreadBudget(1):
-        run("d")
-    assert seen == [("serial", "outside"), ("threaded", "a"), ("serial", "b"), ("threaded", "c"), ("serial", "d")]
-
-
 def test_a_vm_call_runs_its_products_with_blas_at_one_thread(blas_at_two, pools_reset):
     # a 1x1 convolution of 4 -> 8 channels on a 4x4 map, inside a call of budget 2
     rng = np.random.default_rng(0)

@@ -86,26 +86,12 @@ class Body(list):
     a product's body (matmul's): its sums already run in another order than a
     single ``np.matmul``'s, within the summation error bound, which one rounding
     fewer per term keeps, and contraction changes no NaN or inf result;
-    element-wise bodies must round as NumPy does, so they never set it.
+    element-wise bodies must round as NumPy does, so they never set it."""
 
-    ``parallel``: the kernel is compiled with ``parallel=True``, for a body
-    whose outer loop is ``numba.prange`` over independent jobs (a large
-    convolution's blocks of output channels), and ``serial`` is the same
-    computation without it: the segment compiles both and runs the serial one
-    at one thread and while BLAS's threads are awake
-    (``threads.numba_parallel_ok``). A parallel loop at one thread cost 10%
-    more than the plain loop (an image stem, 1 thread, CPU time), and Numba
-    caches no function that branches on ``numba.get_num_threads()``."""
-
-    def __init__(self, lines: Lines, helpers: str = "", *, contract: bool = False, parallel: bool = False,
-                 serial: "Body | None" = None) -> None:  # fmt: skip
+    def __init__(self, lines: Lines, helpers: str = "", *, contract: bool = False) -> None:
         super().__init__(lines)
         self.helpers = helpers
         self.contract = contract
-        self.parallel = parallel
-        self.serial = serial
-        if parallel and serial is None:
-            raise ValueError("a parallel body needs its serial form")
 
 Emitter = Callable[[dict, Sequence[Arg], Sequence[Any]], "Lines | None"]
 

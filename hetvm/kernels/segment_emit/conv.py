@@ -28,9 +28,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from . import FLOATS, Arg, Arr, Body, Lines, literal, register
+from . import FLOATS, Arg, Arr, Lines, literal, register
 
-__all__ = ["CONV_LOOP_MAX", "CONV_PARALLEL_MIN", "CONV_POINTWISE_LOOP_MAX", "CONV_DEPTHWISE_LOOP_MAX", "STEM_IN", "STEM_OUT", "CONV_OPS", "ConvCall",
+__all__ = ["CONV_LOOP_MAX", "CONV_POINTWISE_LOOP_MAX", "CONV_DEPTHWISE_LOOP_MAX", "STEM_IN", "STEM_OUT", "CONV_OPS", "ConvCall",
            "conv_call", "conv_checks", "conv_multiply_adds", "conv_is_small", "geometry", "ints", "unaliased"]
 
 # multiply-adds up to which the direct loop beats the NumPy kernel, measured with
@@ -59,10 +59,6 @@ CONV_DEPTHWISE_LOOP_MAX = 1 << 21
 #: (ResNet-50, DenseNet, Inception) 1.39
 STEM_IN = 4
 STEM_OUT = 32
-#: multiply-adds from which the body's blocks of output channels run over
-#: Numba's threads (where the call has more than one): an image stem of 2.4M
-#: (3->16 channels 7x7/2 onto 32x32) took 75 us on one thread
-CONV_PARALLEL_MIN = 1 << 20
 
 #: op -> (argument count, has a bias, has a residual)
 CONV_OPS = {"nn.conv2d": (3, False, False), "nn.conv2d_bias_act": (4, True, False),
@@ -300,14 +296,8 @@ def _conv(op: str, attrs: dict, args: Sequence[Arg], names: Sequence[Any]) -> Li
             f"        {out}[n, {o}, oy, ox] = v",
         ] if ln]  # fmt: skip
 
-    threaded = weight.shape is not None and out_arg.shape is not None and (
-        conv_multiply_adds(weight.shape, out_arg.shape) >= CONV_PARALLEL_MIN)
-    serial = Body([ln for ln in lines + _tap_loops(G, strides, dilation, weight.shape, dtype, epilogue) if ln],
-                  contract=threaded)  # fmt: skip
-    if not threaded:
-        return serial
-    jobs = lines + _tap_loops(G, strides, dilation, weight.shape, dtype, epilogue, parallel=True)
-    return Body([ln for ln in jobs if ln], contract=True, parallel=True, serial=serial)
+    lines += _tap_loops(G, strides, dilation, weight.shape, dtype, epilogue)  # type: ignore[union-attr]
+    return [ln for ln in lines if ln]
 
 
 #: taps unrolled into one loop over the plane: every (input channel, tap) of a
@@ -324,7 +314,7 @@ WEIGHT_REGISTERS = 108
 
 
 def _tap_loops(G: int, strides, dilation, wshape: Sequence[int] | None, dtype: str,
-               epilogue: Callable[[str, str, str], Lines], parallel: bool = False) -> Lines:  # fmt: skip
+               epilogue: Callable[[str, str, str], Lines]) -> Lines:  # fmt: skip
     """The loops summing every tap's products over the phase planes ``xq`` and
     writing each output channel through ``epilogue``.
 
@@ -338,13 +328,7 @@ def _tap_loops(G: int, strides, dilation, wshape: Sequence[int] | None, dtype: s
     once: each input value is loaded once for all of them and each sum once for
     all taps, into a scratch of a few rows that stays in cache. The sums run in
     the plain loop's order (input channel, tap row, tap column), so both paths
-    give the same bits.
-
-    ``parallel``: the blocks of output channels (per image and group) are
-    jobs of a ``numba.prange`` loop, each with its own scratch; their sums are
-    the serial passes' own, so the bits are too. (No branch on
-    ``numba.get_num_threads()``: Numba caches no function that calls it; at one
-    thread the loop runs on the caller.)"""
+    give the same bits."""
     s0, s1 = strides
     d0, d1 = dilation
     zero = literal(0, dtype)
@@ -411,42 +395,21 @@ def _tap_loops(G: int, strides, dilation, wshape: Sequence[int] | None, dtype: s
         body += epilogue("qk", "ok", "    ")
         return body + [f"o += {ob}"]
 
-    scratch = [f"q = np.empty(({block}, L), np.{dtype})", *(f"q{k} = q[{k}]" for k in range(block))]
-    serial = [
-        *scratch,
-        "for n in range(N):",
-        f"    for g in range({G}):",
-        "        c0 = g * Cg",
-        "        o = g * Og",
-        "        oe = o + Og",
+    lines = [
+        f"if {guard}:",
+        f"    q = np.empty(({block}, L), np.{dtype})",
+        *(f"    q{k} = q[{k}]" for k in range(block)),
+        "    for n in range(N):",
+        f"        for g in range({G}):",
+        "            c0 = g * Cg",
+        "            o = g * Og",
+        "            oe = o + Og",
     ]
     if block > 1:
-        serial.append(f"        while o + {block} <= oe:")
-        serial += ["            " + ln for ln in pass_of(block)]
-    serial.append("        while o < oe:")
-    serial += ["            " + ln for ln in pass_of(1)]
-    lines = [f"if {guard}:"]
-    if parallel:
-        # jobs: per image and group, its full blocks of channels, then the channels left one by one
-        jobs = [
-            f"nb = Og // {block}",
-            f"per = nb + Og - nb * {block}",
-            f"for job in numba.prange(N * {G} * per):",
-            f"    n = job // ({G} * per)",
-            f"    g = (job // per) % {G}",
-            "    j = job % per",
-            "    c0 = g * Cg",
-            *("    " + ln for ln in scratch),
-            "    if j < nb:",
-            f"        o = g * Og + j * {block}",
-            *("        " + ln for ln in pass_of(block)),
-            "    else:",
-            f"        o = g * Og + nb * {block} + j - nb",
-            *("        " + ln for ln in pass_of(1)),
-        ]
-        lines += ["    " + ln for ln in jobs]
-    else:
-        lines += ["    " + ln for ln in serial]
+        lines.append(f"            while o + {block} <= oe:")
+        lines += ["                " + ln for ln in pass_of(block)]
+    lines.append("            while o < oe:")
+    lines += ["                " + ln for ln in pass_of(1)]
     lines.append("else:")
     lines += ["    " + ln for ln in plain]
     return lines

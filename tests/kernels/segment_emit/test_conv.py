@@ -9,7 +9,6 @@ import pytest
 
 from hetvm.kernels.registry import bind_kernel
 from hetvm.kernels.segment_emit import conv as seg_conv
-from hetvm.runtime.threads import ThreadBudget
 from hetvm.testing.segment_check import assert_segment_matches, compiled_calls, run_both, segment_of
 
 pytest.importorskip("numba")
@@ -237,19 +236,3 @@ def test_the_size_rule_by_kind_of_convolution():
     assert seg_conv.conv_is_small((24, 3, 3, 3), (1, 24, 112, 112))  # an image stem: any size
     assert not seg_conv.conv_is_small((64, 3, 3, 3), (1, 64, 111, 111))  # more outputs than STEM_OUT
     assert not seg_conv.conv_is_small((32, 5, 3, 3), (1, 32, 112, 112))  # more inputs than STEM_IN
-
-
-def test_a_convolution_above_the_parallel_size_runs_its_channel_blocks_over_threads_on_its_own(numba_on):
-    # 3 -> 18 channels (four blocks of 4 and two left) over 2 images: 3.5M
-    # multiply-adds, a prange over (image, block) jobs, compiled apart from the
-    # call after it (Numba caches no function that calls a parallel one)
-    x = rand(2, 3, 66, 66)
-    x[1, 2, 30, 31] = np.nan
-    big = conv_call("nn.conv2d_bias_act", x, rand(18, 3, 3, 3), activation="relu")
-    assert seg_conv.conv_multiply_adds((18, 3, 3, 3), big[2][-1].shape) >= seg_conv.CONV_PARALLEL_MIN
-    small = conv_call("nn.conv2d_bias_act", big[2][-1], rand(4, 18, 1, 1), strides=(4, 4))
-    seg = assert_segment_matches([big, small], rtol=1e-4, atol=1e-5)
-    assert [(p[0], p[3]) for p in seg.pieces] == [("g", (0,)), ("g", (1,))]
-    with ThreadBudget(1):  # its serial form
-        got, _, _ = run_both([big, small])
-    np.testing.assert_array_equal(got[3], run_both([big])[0][3])  # the same sums, the same bits
