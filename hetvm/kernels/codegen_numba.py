@@ -277,7 +277,7 @@ _INT_RANGE = {"int32": "{v} > -2147483649.0 and {v} < 2147483648.0",
 _INVALID_CAST: dict[str, int | None] = {}
 
 
-def _invalid_cast(dtype: str) -> int | None:
+def invalid_cast(dtype: str) -> int | None:
     """The one value NumPy's cast gives NaN, infinities and out-of-range floats
     here (x86: the "integer indefinite", the dtype's minimum), probed once; None
     where it gives several (then no float-to-``dtype`` cast is generated: C leaves
@@ -298,7 +298,7 @@ def float_to_int(expr: str, dtype: str) -> str | None:
     exactly as NumPy's ``astype`` does here: truncation in range, the probed value
     for NaN, infinities and out of range (where Numba's cast is undefined); None
     for a dtype or machine not covered."""
-    invalid = _invalid_cast(dtype) if dtype in _INT_RANGE else None
+    invalid = invalid_cast(dtype) if dtype in _INT_RANGE else None
     if invalid is None:
         return None
     return f"(np.{dtype}({expr}) if {_INT_RANGE[dtype].format(v=expr)} else np.{dtype}({invalid}))"

@@ -1,6 +1,7 @@
 """The kernel of ``fused_elementwise``: a generated loop where a code generator
-covers the program (Numba on the CPU, see :mod:`.codegen_numba`), else the NumPy
-runner, which calls the unfused ops' kernels step by step."""
+covers the program (Numba on the CPU, see :mod:`.codegen_numba`; a CUDA
+``ElementwiseKernel`` on CuPy's arrays, see :mod:`.codegen_cuda`), else the
+NumPy runner, which calls the unfused ops' kernels step by step."""
 
 from __future__ import annotations
 
@@ -30,11 +31,12 @@ def _program(attrs: dict) -> tuple:
 
 def _specialize(xp: Any, attrs: dict) -> Any:
     program = _program(attrs)
-    from .codegen_numba import generated_kernel
+    from . import codegen_cuda, codegen_numba
 
-    fast = generated_kernel(xp, program)
-    if fast is not None:
-        return fast
+    for generator in (codegen_numba, codegen_cuda):
+        fast = generator.generated_kernel(xp, program)
+        if fast is not None:
+            return fast
     return NumpyRunner(xp, program)
 
 

@@ -1,4 +1,4 @@
-"""FuseOps: groups of element-wise ops on one CPU device become one
+"""FuseOps: groups of element-wise ops on one CPU or CUDA device become one
 ``fused_elementwise`` call, after TVM's FuseOps + FuseTIR in spirit.
 
 Why: every element-wise op is a full pass over its tensor with its own output
@@ -7,13 +7,14 @@ HardSwish (``multiply``, ``add``, ``clip``, ``multiply``) and GPT-2's tanh GELU
 (``power``, ``multiply``, ``add``, ``multiply``, ``tanh``, ``add``, ``multiply``
 ...) are chains of such passes whose intermediates only feed the next step.
 One fused op computes the whole chain per element (a generated loop where
-Numba is present, :mod:`hetvm.kernels.codegen_numba`), and the memory planner
+Numba is present, :mod:`hetvm.kernels.codegen_numba`; a CUDA kernel through
+CuPy, :mod:`hetvm.kernels.codegen_cuda`), and the memory planner
 sees one buffer instead of one per step.
 
 Where it runs: after PlanDevices and MatchJoinedShapes, before LegalizeOps.
 Every value then carries its vdevice, so a group is fused only when all its
-values sit on one device, which is a CPU (``llvm``) device configured with no
-missing kernel: planning already decided where each op runs, and the fused op
+values sit on one device, which is a CPU (``llvm``) or CUDA device configured
+with no missing kernel: planning already decided where each op runs, and the fused op
 runs the same ops there. Memory planning and the kill pass run later and see
 the fused op as what it is, a pure compute op writing a fresh result.
 
@@ -361,9 +362,14 @@ class _Fuser(ExprMutator):
         self.emit_binding(E.VarBinding(var, value, span=root.span))
 
 
+#: device kinds whose fused_elementwise kernel is generated (or runs the NumPy
+#: runner on the device's arrays)
+_FUSING_KINDS = ("cpu", "cuda")
+
+
 def _device_filter(mod: IRModule, missing: Mapping[Any, Iterable[str]] | None) -> Any:
-    """``ok(vdevice)``: whether a group on ``vdevice`` may fuse: a CPU device
-    configured (in the module's vdevice declarations or the ``missing_kernels``
+    """``ok(vdevice)``: whether a group on ``vdevice`` may fuse: a CPU or CUDA
+    device (``sim`` stands for an accelerator with its own kernels) configured (in the module's vdevice declarations or the ``missing_kernels``
     option PlanDevices took) without a kernel for no op a program may run."""
     lacking: dict[tuple, set[str]] = {}
     declared = mod.global_infos.get("vdevice", ()) if hasattr(mod, "global_infos") else ()
@@ -377,7 +383,7 @@ def _device_filter(mod: IRModule, missing: Mapping[Any, Iterable[str]] | None) -
     refused = {key for key, ops in lacking.items() if ops & _refusing()}
 
     def ok(vdev: VDevice | None) -> bool:
-        if not isinstance(vdev, VDevice) or runtime_kind(vdev.target) != "cpu":
+        if not isinstance(vdev, VDevice) or runtime_kind(vdev.target) not in _FUSING_KINDS:
             return False
         key = device_key(vdev)
         return key not in refused and (key[0], key[1], "global") not in refused
@@ -386,7 +392,7 @@ def _device_filter(mod: IRModule, missing: Mapping[Any, Iterable[str]] | None) -
 
 
 class FuseOps(FunctionPass):
-    """Fuses groups of element-wise ops on a CPU device into ``fused_elementwise``."""
+    """Fuses groups of element-wise ops on a CPU or CUDA device into ``fused_elementwise``."""
 
     def __init__(self, missing_kernels: Mapping[Any, Iterable[str]] | None = None) -> None:
         super().__init__("FuseOps")

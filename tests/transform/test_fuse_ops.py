@@ -311,3 +311,11 @@ def test_groups_of_a_random_dag_keep_every_read_inside():
         for member in group[:-1]:
             reads = sum(1 for g in group for a in g.value.args if a is member.var)
             assert reads == uses[member.var]
+
+
+def test_groups_on_a_cuda_device_fuse_too():
+    # CuPy runs the program as one generated kernel (hetvm.kernels.codegen_cuda);
+    # lowering needs no GPU
+    mod = one_input_module(_swish, (2, 3))
+    low = lower(mod, target="cuda")
+    assert "fused_elementwise" in low.script()

@@ -1,0 +1,183 @@
+"""Runs hetvm's generated CUDA element-wise kernels on the host, for tests on
+machines without a GPU.
+
+``HostElementwiseKernel`` takes what ``cupy.ElementwiseKernel`` takes and runs
+the same C++ body with a host compiler: the inputs broadcast to the output (as
+CuPy's indexing does), one loop over the elements, each input a ``const`` local
+and the output a reference, as in CuPy's generated kernel. ``FakeCupy`` is an
+array module that is NumPy plus that class, so a kernel specialised for "CuPy"
+runs end to end here. What this cannot show: CUDA's own math library (its
+``expf`` and ``erff`` are within a few ulps of glibc's) and launch details; a
+GPU session runs the same tests on CuPy (``test_codegen_cuda.py``)."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from hetvm.kernels.codegen_cuda import C_TYPES
+
+CXX = shutil.which("g++") or shutil.which("c++")
+NVCC = shutil.which("nvcc")
+_DIR = Path(tempfile.mkdtemp(prefix="hetvm-cuda-host-"))
+_LIBS: dict[str, ctypes.CDLL] = {}
+
+_HEADER = """\
+#include <cmath>
+#define __device__
+using namespace std;
+"""
+
+
+def _parse(params: str) -> list[tuple[str, str]]:
+    """``"float32 x0, int64 x1"`` -> ``[("float32", "x0"), ("int64", "x1")]``."""
+    out = []
+    for part in params.split(","):
+        if part.strip():
+            dtype, name = part.split()
+            out.append((dtype, name))
+    return out
+
+
+def _signature(ins: list[tuple[str, str]], outs: list[tuple[str, str]], indent: str) -> tuple[str, str]:
+    """The C parameters (a count, then a pointer per argument) and the
+    statements binding element ``i``: each input a const local, each output a
+    reference, as CuPy's ElementwiseKernel binds them."""
+    args = ["long long n"]
+    args += [f"const {C_TYPES[d]}* p_{name}" for d, name in ins]
+    args += [f"{C_TYPES[d]}* p_{name}" for d, name in outs]
+    binds = "".join(f"{indent}const {C_TYPES[d]} {name} = p_{name}[i];\n" for d, name in ins)
+    binds += "".join(f"{indent}{C_TYPES[d]} &{name} = p_{name}[i];\n" for d, name in outs)
+    return ", ".join(args), binds
+
+
+def host_source(ins: list[tuple[str, str]], outs: list[tuple[str, str]], body: str, preamble: str) -> str:
+    args, binds = _signature(ins, outs, " " * 8)
+    return (
+        f"{_HEADER}{preamble}\n"
+        f'extern "C" void run({args}) {{\n'
+        f"    for (long long i = 0; i < n; ++i) {{\n{binds}"
+        f"        {body}\n    }}\n}}\n"
+    )
+
+
+def _library(source: str) -> ctypes.CDLL:
+    key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    if key not in _LIBS:
+        src, lib = _DIR / f"{key}.cpp", _DIR / f"{key}.so"
+        src.write_text(source)
+        # no contraction and no fast math: the rounding of NumPy's loops
+        cmd = [CXX, "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-w", str(src), "-o", str(lib)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"host compile failed:\n{done.stderr}\n{source}")
+        _LIBS[key] = ctypes.CDLL(str(lib))
+    return _LIBS[key]
+
+
+class HostElementwiseKernel:
+    """``cupy.ElementwiseKernel``'s signature, compiled for the host."""
+
+    def __init__(self, in_params: str, out_params: str, operation: str, name: str = "kernel", *,
+                 preamble: str = "", options: tuple = (), no_return: bool = False) -> None:  # fmt: skip
+        self.ins, self.outs = _parse(in_params), _parse(out_params)
+        self.source = host_source(self.ins, self.outs, operation, preamble)
+        self.name, self.options, self.no_return = name, options, no_return
+        self.calls = 0
+
+    def __call__(self, *args: np.ndarray) -> None:
+        assert len(args) == len(self.ins) + len(self.outs)
+        inputs, outputs = args[: len(self.ins)], args[len(self.ins) :]
+        shape = outputs[0].shape
+        for (dtype, name), a in zip(self.ins + self.outs, args):
+            assert str(a.dtype) == dtype, f"{name}: {a.dtype} passed for {dtype}"
+        flat_in = [np.ascontiguousarray(np.broadcast_to(a, shape)) for a in inputs]
+        flat_out = [np.empty(shape, o.dtype) for o in outputs]
+        ptrs = [ctypes.c_void_p(a.ctypes.data) for a in flat_in + flat_out]
+        _library(self.source).run(ctypes.c_longlong(int(np.prod(shape, dtype=np.int64))), *ptrs)
+        for o, f in zip(outputs, flat_out):
+            o[...] = f
+        self.calls += 1
+
+
+class FakeArray(np.ndarray):
+    """A NumPy array with CuPy's ``set`` / ``get`` (host <-> device copies)."""
+
+    def set(self, host: np.ndarray) -> None:
+        self[...] = host
+
+    def get(self) -> np.ndarray:
+        return np.array(self).view(np.ndarray)
+
+
+class _Device:
+    def __init__(self, index: int = 0) -> None:
+        self.index = index
+
+    def __enter__(self) -> "_Device":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        return None
+
+
+class _Runtime:
+    @staticmethod
+    def getDeviceCount() -> int:  # noqa: N802 - CuPy's name
+        return 1
+
+
+class _Cuda:
+    Device = _Device
+    runtime = _Runtime
+
+
+class FakeCupy:
+    """NumPy dressed as CuPy: :class:`HostElementwiseKernel` as
+    ``ElementwiseKernel``, buffers that are :class:`FakeArray`, ``asnumpy`` and
+    ``cuda.Device``; every other name is NumPy's. As ``sys.modules["cupy"]`` it
+    lets a program built for a CUDA device run here, through hetvm's CuPy code
+    paths (which take ``xp is not numpy``)."""
+
+    __name__ = "cupy"
+    ElementwiseKernel = HostElementwiseKernel
+    ndarray = FakeArray
+    cuda = _Cuda
+
+    @staticmethod
+    def empty(shape, dtype=float, order="C"):
+        return np.empty(shape, dtype, order).view(FakeArray)
+
+    @staticmethod
+    def asnumpy(a):
+        return np.array(a).view(np.ndarray)
+
+    def __getattr__(self, name: str):
+        return getattr(np, name)
+
+
+def nvcc_check(bodies: list[tuple[str, str, str]], preamble: str) -> str:
+    """Compiles each ``(in_params, out_params, body)`` as a CUDA kernel to PTX
+    with nvcc (device code, no GPU needed); returns nvcc's error text, or ''."""
+    parts = [preamble]
+    for k, (in_params, out_params, body) in enumerate(bodies):
+        args, binds = _signature(_parse(in_params), _parse(out_params), " " * 4)
+        parts.append(
+            f'extern "C" __global__ void k{k}({args}) {{\n'
+            f"    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+            f"    if (i >= n) return;\n{binds}    {body}\n}}\n"
+        )
+    src = _DIR / "check.cu"
+    src.write_text("\n".join(parts))
+    cmd = [NVCC, "-ptx", "-arch=compute_80", "--fmad=false", "-w", str(src), "-o", str(_DIR / "check.ptx")]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    return done.stderr if done.returncode else ""

@@ -1,0 +1,88 @@
+"""Programs built for a CUDA device, run here on a stand-in for CuPy (NumPy
+arrays, generated element-wise kernels compiled for the host: see
+``tests/kernels/cuda_host.py``). What it shows without a GPU: the VM, the
+copies and every kernel take their CuPy code paths (``xp is not numpy``) and
+agree with the CPU build; fused element-wise groups run as generated kernels.
+``test_runtime_cuda.py`` runs on a real GPU where there is one."""
+
+import importlib
+import sys
+
+import numpy as np
+import pytest
+
+import hetvm
+from hetvm.frontend import from_onnx
+from hetvm.script import from_source
+from hetvm.testing.light_models import light_input, load_light
+
+from ..kernels.cuda_host import CXX, FakeCupy, HostElementwiseKernel
+
+device_mod = importlib.import_module("hetvm.runtime.device")  # (hetvm.runtime.device is also a function)
+pytestmark = pytest.mark.skipif(CXX is None, reason="no host C++ compiler")
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    """``import cupy`` gives the stand-in; device APIs made before are forgotten."""
+    made: list[HostElementwiseKernel] = []
+
+    class Counted(HostElementwiseKernel):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    fake = FakeCupy()
+    monkeypatch.setattr(FakeCupy, "ElementwiseKernel", Counted)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    saved = dict(device_mod._APIS)
+    device_mod._APIS.clear()
+    yield made
+    device_mod._APIS.clear()
+    device_mod._APIS.update(saved)
+
+
+GELU_MLP = '''
+from hetvm.script import ir as I, relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 16), "float32"), w: R.Tensor((16, 32), "float32"),
+             b: R.Tensor((32,), "float32")):
+        with R.dataflow():
+            h = R.add(R.matmul(x, w), b)
+            c = R.multiply(R.power(h, R.const(3.0, "float32")), R.const(0.044715, "float32"))
+            t = R.tanh(R.multiply(R.add(h, c), R.const(0.7978845608028654, "float32")))
+            g = R.multiply(R.multiply(h, R.const(0.5, "float32")), R.add(t, R.const(1.0, "float32")))
+            s = R.nn.softmax(g, axis=-1)
+            R.output(s)
+        return s
+'''
+
+
+def _cpu_and_cuda(mod, *inputs):
+    cpu = hetvm.VirtualMachine(hetvm.build(mod, target="llvm"), hetvm.cpu(0))["main"](*inputs)
+    exe = hetvm.build(mod, target="cuda")
+    out = hetvm.VirtualMachine(exe, hetvm.device("cuda", 0))["main"](*inputs)
+    return cpu, out, exe
+
+
+def test_a_tanh_gelu_mlp_runs_on_cuda_with_one_generated_kernel(fake_cupy):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 16)).astype("float32")
+    w = (rng.standard_normal((16, 32)) * 0.3).astype("float32")
+    b = rng.standard_normal(32).astype("float32")
+    cpu, out, exe = _cpu_and_cuda(from_source(GELU_MLP), x, w, b)
+    assert out.device == hetvm.device("cuda", 0)
+    np.testing.assert_allclose(out.numpy(), cpu.numpy(), rtol=1e-5, atol=1e-7)
+    assert len(fake_cupy) >= 1 and sum(k.calls for k in fake_cupy) >= 1
+    assert all("tanhf(" in k.source for k in fake_cupy[:1])
+
+
+def test_a_light_onnx_cnn_runs_on_cuda_and_agrees_with_the_cpu(fake_cupy):
+    model = load_light("shufflenet")
+    x = light_input(model)
+    mod = from_onnx(model)
+    cpu, out, _ = _cpu_and_cuda(mod, x)
+    np.testing.assert_allclose(np.asarray(out.numpy()), np.asarray(cpu.numpy()), rtol=1e-4, atol=1e-5)
