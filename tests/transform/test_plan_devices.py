@@ -454,6 +454,33 @@ def test_host_only_op_runs_on_the_host_when_the_default_device_is_a_sim():
     np.testing.assert_array_equal(out.copyto(hetvm.cpu(0)).numpy(), [10, 21])
 
 
+def test_unannotated_inputs_live_on_an_accelerator_target_and_keep_the_compute_there():
+    """Regression: a model whose inputs carry no device and whose shape work runs on
+    the host (an exported transformer's ``Shape -> Mul -> Reshape``) was planned
+    entirely onto the CPU by ``hetvm.build(target="sim")``: with free inputs, moving
+    everything to the host spared the one 16-byte copy of the shape."""
+    from hetvm.ir import prim as P
+
+    n = P.PrimVar("n")
+    bb = BlockBuilder()
+    x = Var("x", struct_info=T((n, 2)))  # no vdevice: what an ONNX import gives
+    with bb.function("main", [x]):
+        s = bb.emit(R.shape_to_tensor(E.ShapeExpr((n, 2))), "s")
+        a = bb.emit(R.exp(x), "a")
+        b = bb.emit(R.multiply(a, R.astype(s, "float32")), "b")
+        bb.emit_func_output(b)
+    mod = bb.get()
+    planned = PlanDevices(default_vdevice=SIM)(mod)
+    where = {b.var.name_hint: dev(b.var) for b in bindings(planned["main"])}
+    assert where["s"] == "cpu:0" and where["a"] == "sim:0" and where["b"] == "sim:0"
+    assert dev(planned["main"].params[0]) == "sim:0"
+    (copy,) = planned.attrs["device_copies"]
+    assert (copy["src"], copy["dst"]) == ("cpu:0", "sim:0")
+    # on a CPU target nothing is pinned: the plan is all-host, no copy
+    on_cpu = PlanDevices(default_vdevice=CPU)(mod)
+    assert on_cpu.attrs["device_copies"] == []
+
+
 def test_no_kernel_call_lands_on_a_device_without_that_kernel():
     """The general rule, checked on the bytecode: a device configured without an op's
     kernel (and the registry's own gaps) never runs that op, wherever the inputs are."""

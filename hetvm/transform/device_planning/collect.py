@@ -4,7 +4,9 @@ The walk records, per binding, what the rewriter needs later (the domain an op
 runs in, the copy value of a hint) so placement and rewriting agree by
 construction. Which vdevices in struct info are *constraints*:
 
-* parameters and declared return types: pins;
+* parameters and declared return types: pins; a tensor parameter of a public
+  function without an annotation is pinned to the default device when that is
+  not the host (the inputs of a program built for ``cuda`` live there);
 * a binding's annotation on an op result that differs from what inference
   propagates from the inputs (or on an op without tensor inputs): a pin of the op;
   an annotation equal to the propagated one is not a constraint, so a value that
@@ -172,16 +174,24 @@ class Collector:
         self._func = name
         self._bounds = {str(k): int(v) for k, v in dict(func.attrs.get("tir_var_upper_bound", {}) or {}).items()}
         trees: list[Tree] = []
+        entry = not func.attrs.get("private")  # called from outside: its inputs come from the caller
         for p in func.params:
             span = p.span or func.span
 
             def dom(path: tuple[int, ...], p: E.Var = p, span: Span | None = span) -> int:
                 d = self.problem.new_domain(f"parameter '{p.name_hint}' of '{name}'", span)
                 leaf = _sinfo_at(p.struct_info, path)
+                what = f"parameter '{p.name_hint}' of '{name}'"
                 if isinstance(leaf, S.TensorStructInfo) and leaf.vdevice is not None:
-                    what = f"parameter '{p.name_hint}' of '{name}'"
                     key = self.key(leaf.vdevice, what, span)
                     self.problem.pin(d, Constraint(key, f"the annotation of {what}", span), p.name_hint)
+                elif isinstance(leaf, S.TensorStructInfo) and entry and not self.table.default.is_host:
+                    # an input of the program lives on the device it is built for (as
+                    # in TVM); left free, the cut would move a whole model to the host
+                    # to spare one small copy of shape work
+                    key = self.key(self.table.default, what, span)
+                    reason = f"{what} has no annotation: inputs live on the build's target {key_str(key)}"
+                    self.problem.pin(d, Constraint(key, reason, span), p.name_hint)
                 return d
 
             tree = self.make_tree(p.struct_info, p.name_hint, dom, span)

@@ -1,0 +1,141 @@
+"""On a CUDA GPU: generated fused element-wise kernels (``codegen_cuda``, one
+CuPy ElementwiseKernel a program) against the NumPy runner on CuPy's arrays
+(one CuPy kernel and one temporary a step), then whole programs built for
+``cuda`` against the same programs built for the CPU. Figures are printed,
+never asserted; it needs CuPy and a device and says so otherwise.
+
+Timing: CUDA events around ``--reps`` calls after two warm-up calls (the first
+call compiles), median of 5 rounds; a ratio above 1 means the generated kernel
+is faster.
+
+    python benchmarks/cuda_fused.py [--sizes 4096,1048576,16777216] [--models]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+F = "float32"
+PROGRAMS = {
+    "silu": [("nn.silu", F, "x0")],
+    "hardswish": [("const", F, 3.0), ("add", F, "x0", "t0"), ("clip", F, "t1", 0.0, 6.0),
+                  ("multiply", F, "x0", "t2"), ("const", F, 1 / 6), ("multiply", F, "t3", "t4")],
+    "bias_gelu_tanh": [("add", F, "x0", "x1"), ("nn.gelu_tanh", F, "t0")],
+    "gelu_erf": [("nn.gelu", F, "x0")],
+    "residual_relu": [("add", F, "x0", "x1"), ("nn.relu", F, "t0")],
+}  # fmt: skip
+
+
+def _gpu():
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return cupy
+    except Exception as err:  # no CuPy, or no driver
+        print(f"no CUDA device through CuPy ({type(err).__name__}: {err})")
+        return None
+    print("no CUDA device through CuPy")
+    return None
+
+
+def gpu_seconds(cp, fn, reps: int) -> float:
+    """Median over 5 rounds of the event-timed mean of ``reps`` calls."""
+    fn()
+    fn()
+    rounds = []
+    for _ in range(5):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        end.synchronize()
+        rounds.append(cp.cuda.get_elapsed_time(start, end) / 1e3 / reps)
+    return statistics.median(rounds)
+
+
+def fused_table(cp, sizes: list[int], reps: int) -> None:
+    from hetvm.kernels import codegen_cuda
+    from hetvm.kernels.fused_program import NumpyRunner
+
+    print(f"{'program':16s} {'elements':>10s} {'generated us':>13s} {'runner us':>10s} {'ratio':>6s}")
+    for name, steps in PROGRAMS.items():
+        program = tuple(tuple(s) for s in steps)
+        n_inputs = 1 + max(int(r[1:]) for s in program for r in s[2:] if isinstance(r, str) and r[:1] == "x")
+        for size in sizes:
+            rows = max(1, size // 1024)
+            inputs = [cp.asarray(np.random.default_rng(i).standard_normal((rows, size // rows)).astype(F))
+                      for i in range(n_inputs)]  # fmt: skip
+            out = cp.empty(inputs[0].shape, F)
+            generated = codegen_cuda.generated_kernel(cp, program)
+            runner = NumpyRunner(cp, program)
+            t_gen = gpu_seconds(cp, lambda g=generated, a=inputs, o=out: g(*a, o), reps)
+            t_run = gpu_seconds(cp, lambda r=runner, a=inputs, o=out: r(*a, o), reps)
+            print(f"{name:16s} {size:10d} {t_gen * 1e6:13.1f} {t_run * 1e6:10.1f} {t_run / t_gen:6.2f}")
+
+
+def models_table(cp, reps: int) -> None:
+    """The light models and the exported corpus's first setting: hetvm on the GPU
+    against hetvm on the CPU (wall clock: a call ends with a host copy)."""
+    import os
+
+    import onnx
+
+    import hetvm
+    from hetvm.frontend import from_onnx
+    from hetvm.testing.exported_corpus import CORPUS_DIR, draw_inputs, load_manifest
+
+    print(f"\n{'model':44s} {'cuda ms':>8s} {'cpu ms':>8s} {'agree':>6s}")
+    for file, entry in load_manifest().items():
+        model = onnx.load(os.path.join(CORPUS_DIR, file))
+        mod = from_onnx(model)
+        feeds = draw_inputs(entry, entry["settings"][0], 0)
+        args = [feeds[i["name"]] for i in entry["inputs"]]
+        timings, results = {}, {}
+        for target, dev in (("cuda", hetvm.device("cuda", 0)), ("llvm", hetvm.cpu(0))):
+            fn = hetvm.VirtualMachine(hetvm.build(mod, target=target), dev)["main"]
+            results[target] = fn(*args)
+            best = float("inf")
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                fn(*args)
+                best = min(best, time.perf_counter() - t0)
+            timings[target] = best
+        agree = _agree(results["cuda"], results["llvm"])
+        print(f"{file:44s} {timings['cuda'] * 1e3:8.2f} {timings['llvm'] * 1e3:8.2f} {agree:>6s}")
+
+
+def _agree(a, b) -> str:
+    def flat(o):
+        return [y for x in o for y in flat(x)] if isinstance(o, (list, tuple)) else [np.asarray(o.numpy())]
+
+    for x, y in zip(flat(a), flat(b)):
+        if x.dtype.kind == "f" and not np.allclose(x, y, rtol=1e-3, atol=1e-4, equal_nan=True):
+            return "no"
+        if x.dtype.kind != "f" and not np.array_equal(x, y):
+            return "no"
+    return "yes"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="4096,1048576,16777216")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--models", action="store_true", help="also whole corpus models, cuda vs cpu")
+    args = ap.parse_args()
+    cp = _gpu()
+    if cp is None:
+        sys.exit(0)
+    fused_table(cp, [int(s) for s in args.sizes.split(",")], args.reps)
+    if args.models:
+        models_table(cp, max(3, args.reps // 4))
+
+
+if __name__ == "__main__":
+    main()
