@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The CUDA checks a session runs when it is lent a GPU, in one go (device time is
+# short): the CuPy tests (generated fused kernels against the NumPy runner, the VM on
+# cuda), then the fused-kernel and whole-model timings. Needs CuPy and a device; the
+# packages come from that machine's image, hetvm from this checkout (no install).
+# Writes its logs to $OUT (the device tool's folder) or ./gpu-check.
+#
+#     bash tools/gpu_check.sh            # tests + fused-kernel table (~2 min)
+#     bash tools/gpu_check.sh --models   # also every corpus model, cuda vs cpu
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-gpu-check}"
+mkdir -p "$out"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee "$out/gpu.txt"
+python3 -c "import cupy, numpy; print('cupy', cupy.__version__, 'numpy', numpy.__version__)" 2>&1 | tee -a "$out/gpu.txt"
+python3 -m pytest -q -p no:cacheprovider -rs \
+    tests/kernels/test_codegen_cuda.py tests/runtime/test_runtime_cuda.py 2>&1 | tee "$out/tests.txt"
+python3 benchmarks/cuda_fused.py "$@" 2>&1 | tee "$out/bench.txt"
