@@ -8,12 +8,12 @@ import pytest
 from hetvm.kernels import codegen_numba as cg
 from hetvm.kernels.fused_program import run_numpy
 
+from .fused_cases import F32, F64, FLOAT_PROGRAMS, special
+
 pytest.importorskip("numba")
 # compiling ~25 kernels takes 10-20 s: the slow suite (CI installs Numba for it)
 pytestmark = pytest.mark.slow
 
-F32, F64 = "float32", "float64"
-SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e30, 88.0, -104.0]
 
 
 @pytest.fixture(autouse=True)
@@ -50,39 +50,15 @@ def _check(program, *inputs, out_shape=None, out_dtype=None, exact=False):
     return got
 
 
-def _special(dtype=F32, n=64):
-    rng = np.random.default_rng(0)
-    x = (rng.standard_normal(n) * 4).astype(dtype)
-    x[: len(SPECIAL)] = SPECIAL
-    return x
-
-
-# one program per family; together they hold every covered float step
-FLOAT_PROGRAMS = [
-    [("nn.silu", F32, "x0")],
-    [("sigmoid", F32, "x0"), ("erf", F32, "x0"), ("add", F32, "t0", "t1")],
-    [("nn.gelu", F32, "x0"), ("nn.gelu_tanh", F32, "x0"), ("subtract", F32, "t0", "t1")],
-    [("const", F32, 1 / 6), ("multiply", F32, "x0", "t0"), ("const", F32, 0.5), ("add", F32, "t1", "t2"),
-     ("clip", F32, "t3", 0.0, 1.0), ("multiply", F32, "x0", "t4")],
-    [("exp", F32, "x0"), ("log", F32, "x0"), ("maximum", F32, "t0", "t1"), ("tanh", F32, "t2"),
-     ("sqrt", F32, "x0"), ("minimum", F32, "t3", "t4")],
-    [("rsqrt", F32, "x0"), ("reciprocal", F32, "x0"), ("divide", F32, "t0", "t1"), ("sin", F32, "t2"),
-     ("cos", F32, "x0"), ("floor_divide", F32, "t3", "t4")],
-    [("abs", F32, "x0"), ("power", F32, "x0", "t0"), ("negative", F32, "t1"), ("sign", F32, "x0"),
-     ("floor", F32, "x0"), ("ceil", F32, "x0"), ("round", F32, "x0"), ("add", F32, "t2", "t3"),
-     ("add", F32, "t4", "t5"), ("add", F32, "t7", "t6"), ("add", F32, "t8", "t9")],
-    [("nn.leakyrelu", F32, "x0", 0.1), ("nn.relu", F32, "x0"), ("less", "bool", "t0", "t1"),
-     ("where", F32, "t2", "t0", "t1")],
-]  # fmt: skip
 
 
 @pytest.mark.parametrize("program", FLOAT_PROGRAMS, ids=lambda p: "+".join(s[0] for s in p))
 def test_float_programs_match_numpy_on_special_values(program):
-    _check(program, _special())
+    _check(program, special())
 
 
 def test_float64_programs_match():
-    _check([("sigmoid", F64, "x0"), ("multiply", F64, "t0", "x0"), ("nn.gelu", F64, "t1")], _special(F64))
+    _check([("sigmoid", F64, "x0"), ("multiply", F64, "t0", "x0"), ("nn.gelu", F64, "t1")], special(F64))
 
 
 def test_broadcasting_and_scalars():
@@ -145,7 +121,7 @@ def test_a_compare_of_a_wrapped_signed_result_is_not_folded(dtype):
 
 
 def test_casts_and_bool_logic():
-    x = _special()
+    x = special()
     program = [("astype", F64, "x0"), ("astype", F32, "t0"), ("greater", "bool", "t1", "x0"),
                ("equal", "bool", "x0", "x0"), ("logical_or", "bool", "t2", "t3"),
                ("logical_and", "bool", "t4", "t3"), ("astype", "int32", "t5")]  # fmt: skip
@@ -171,7 +147,7 @@ def test_integer_clip_casts_of_steps_to_int_and_bool_match_the_numpy_runner():
     big = np.array([2**53 + 1, -(2**53) - 3, -7, 0, 3, 2**62 + 511, -(2**63), 2**63 - 1], np.int64)
     _check([("clip", "int64", "x0", -9.3e18, 9.3e18)], big)  # in float64, as NumPy's clip by floats
     _check([("negative", "int32", "x0"), ("clip", "int32", "t0", -1.5, 2.5)], np.arange(-4, 5, dtype=np.int32))
-    x = _special()
+    x = special()
     _check([("log", F32, "x0"), ("astype", "int64", "t0")], x)  # -inf, NaN and out of range
     _check([("astype", F64, "x0"), ("astype", "int32", "t0")], x * np.float32(1e9))
     _check([("sqrt", F32, "x0"), ("astype", "bool", "t0")], x)
