@@ -2,7 +2,7 @@
 empty, broadcasting, integer wrapping, casts, non-contiguous inputs.
 
 Each test runs on every array module at hand: ``host`` compiles the generated
-body with the host's C++ compiler (``cuda_host.py``; skipped without one) and
+body with the host's C++ compiler (``hetvm/testing/cuda_host.py``; skipped without one) and
 ``cupy`` runs it on a GPU through CuPy (skipped without CuPy and a device).
 ``test_every_body_compiles_for_the_gpu`` compiles the bodies with nvcc where it
 is installed, which needs no GPU."""
@@ -13,8 +13,8 @@ import pytest
 from hetvm.kernels import codegen_cuda as cc
 from hetvm.kernels.fused_program import run_numpy
 from hetvm.kernels.registry import bind_kernel
+from hetvm.testing.cuda_host import CXX, NVCC, FakeCupy, HostElementwiseKernel, nvcc_check
 
-from .cuda_host import CXX, NVCC, FakeCupy, HostElementwiseKernel, nvcc_check
 from .fused_cases import F32, F64, FLOAT_PROGRAMS, SPECIAL, special
 
 

@@ -667,4 +667,7 @@ EXCLUDED: dict[str, list[str]] = {
 
 
 def patterns() -> list[str]:
-    return [p for group in EXCLUDED.values() for p in group]
+    """Every pattern, for both devices the runner makes cases for (the measured
+    run is on the CPU; a CUDA run takes the same kernels through CuPy)."""
+    return [p[: -len("_cpu$")] + "_(cpu|cuda)$" if p.endswith("_cpu$") else p
+            for group in EXCLUDED.values() for p in group]  # fmt: skip

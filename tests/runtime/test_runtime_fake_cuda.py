@@ -1,6 +1,6 @@
 """Programs built for a CUDA device, run here on a stand-in for CuPy (NumPy
 arrays, generated element-wise kernels compiled for the host: see
-``tests/kernels/cuda_host.py``). What it shows without a GPU: the VM, the
+``hetvm/testing/cuda_host.py``). What it shows without a GPU: the VM, the
 copies and every kernel take their CuPy code paths (``xp is not numpy``) and
 agree with the CPU build; fused element-wise groups run as generated kernels.
 ``test_runtime_cuda.py`` runs on a real GPU where there is one."""
@@ -15,10 +15,9 @@ import pytest
 import hetvm
 from hetvm.frontend import from_onnx
 from hetvm.script import from_source
+from hetvm.testing.cuda_host import CXX, FakeCupy, HostElementwiseKernel
 from hetvm.testing.exported_corpus import CORPUS_DIR, draw_inputs, load_manifest
 from hetvm.testing.light_models import light_input, load_light
-
-from ..kernels.cuda_host import CXX, FakeCupy, HostElementwiseKernel
 
 device_mod = importlib.import_module("hetvm.runtime.device")  # (hetvm.runtime.device is also a function)
 pytestmark = pytest.mark.skipif(CXX is None, reason="no host C++ compiler")
