@@ -25,7 +25,15 @@ from hetvm.kernels.codegen_cuda import C_TYPES
 
 CXX = shutil.which("g++") or shutil.which("c++")
 NVCC = shutil.which("nvcc")
-_DIR = Path(tempfile.mkdtemp(prefix="hetvm-cuda-host-"))
+_DIRS: list[Path] = []
+
+
+def _dir() -> Path:
+    """This process's folder of sources and libraries, made on first use."""
+    if not _DIRS:
+        _DIRS.append(Path(tempfile.mkdtemp(prefix="hetvm-cuda-host-")))
+    return _DIRS[0]
+
 _LIBS: dict[str, ctypes.CDLL] = {}
 
 _HEADER = """\
@@ -70,7 +78,7 @@ def host_source(ins: list[tuple[str, str]], outs: list[tuple[str, str]], body: s
 def _library(source: str) -> ctypes.CDLL:
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
     if key not in _LIBS:
-        src, lib = _DIR / f"{key}.cpp", _DIR / f"{key}.so"
+        src, lib = _dir() / f"{key}.cpp", _dir() / f"{key}.so"
         src.write_text(source)
         # no contraction and no fast math: the rounding of NumPy's loops
         cmd = [CXX, "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-w", str(src), "-o", str(lib)]
@@ -176,8 +184,8 @@ def nvcc_check(bodies: list[tuple[str, str, str]], preamble: str) -> str:
             f"    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
             f"    if (i >= n) return;\n{binds}    {body}\n}}\n"
         )
-    src = _DIR / "check.cu"
+    src = _dir() / "check.cu"
     src.write_text("\n".join(parts))
-    cmd = [NVCC, "-ptx", "-arch=compute_80", "--fmad=false", "-w", str(src), "-o", str(_DIR / "check.ptx")]
+    cmd = [NVCC, "-ptx", "-arch=compute_80", "--fmad=false", "-w", str(src), "-o", str(_dir() / "check.ptx")]
     done = subprocess.run(cmd, capture_output=True, text=True)
     return done.stderr if done.returncode else ""
