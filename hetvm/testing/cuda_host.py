@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import shutil
 import subprocess
 import tempfile
@@ -114,14 +115,60 @@ class HostElementwiseKernel:
         self.calls += 1
 
 
+def _cupy_names() -> dict[str, frozenset[str]]:
+    if not _NAMES:
+        with open(Path(__file__).with_name("cupy_names.json")) as f:
+            _NAMES.update({m: frozenset(v) for m, v in json.load(f)["modules"].items()})
+    return _NAMES
+
+
+_NAMES: dict[str, frozenset[str]] = {}
+
+
 class FakeArray(np.ndarray):
-    """A NumPy array with CuPy's ``set`` / ``get`` (host <-> device copies)."""
+    """A NumPy array with CuPy's ``set`` / ``get`` (host <-> device copies) that,
+    like CuPy's array, takes a NumPy function only where CuPy has one of the same
+    name (``__array_function__``): a kernel that calls, say, ``np.lib.stride_tricks``
+    or ``np.einsum_path`` on a device array fails here as it would on a GPU."""
 
     def set(self, host: np.ndarray) -> None:
         self[...] = host
 
     def get(self) -> np.ndarray:
         return np.array(self).view(np.ndarray)
+
+    def __array_function__(self, func, types, args, kwargs):
+        module = getattr(func, "__module__", "") or ""
+        if func.__name__ not in _cupy_names().get(module, frozenset()):
+            raise TypeError(f"CuPy has no {module}.{func.__name__}: a device array cannot go through it")
+        return super().__array_function__(func, types, args, kwargs)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if ufunc.__name__ not in _cupy_names()["numpy"]:
+            raise TypeError(f"CuPy has no ufunc {ufunc.__name__}")
+        args = [_host_view(a) for a in inputs]
+        out = kwargs.get("out")
+        if out is not None:
+            kwargs["out"] = tuple(_host_view(o) for o in out)
+        result = getattr(ufunc, method)(*args, **kwargs)
+        if out is not None:
+            return out[0] if len(out) == 1 else out
+        return _on_device(result)
+
+
+def _host_view(a: object) -> object:
+    return a.view(np.ndarray) if isinstance(a, FakeArray) else a
+
+
+def _on_device(result: object) -> object:
+    """A function's array results as device arrays (what CuPy's functions return)."""
+    if isinstance(result, np.ndarray) and not isinstance(result, FakeArray):
+        return result.view(FakeArray)
+    if isinstance(result, tuple):
+        return tuple(_on_device(r) for r in result)
+    if isinstance(result, list):
+        return [_on_device(r) for r in result]
+    return result
 
 
 class _Device:
@@ -162,15 +209,22 @@ class FakeCupy:
     cuda = _Cuda
 
     @staticmethod
-    def empty(shape, dtype=float, order="C"):
-        return np.empty(shape, dtype, order).view(FakeArray)
-
-    @staticmethod
     def asnumpy(a):
         return np.array(a).view(np.ndarray)
 
     def __getattr__(self, name: str):
-        return getattr(np, name)
+        """NumPy's ``name`` where CuPy has it too: functions return device arrays,
+        ufuncs and types are NumPy's own (a ufunc on a device array gives one)."""
+        obj = getattr(np, name)
+        if isinstance(obj, (type, np.ufunc)) or not callable(obj):
+            return obj
+        if name not in _cupy_names()["numpy"]:
+            raise AttributeError(f"CuPy has no {name}")
+
+        def on_device(*args, **kwargs):
+            return _on_device(obj(*args, **kwargs))
+
+        return on_device
 
 
 def nvcc_check(bodies: list[tuple[str, str, str]], preamble: str) -> str:
