@@ -8,7 +8,10 @@ Timing: CUDA events around ``--reps`` calls after two warm-up calls (the first
 call compiles), median of 5 rounds; a ratio above 1 means the generated kernel
 is faster.
 
-    python benchmarks/cuda_fused.py [--sizes 4096,1048576,16777216] [--models]
+    python benchmarks/cuda_fused.py [--sizes 4096,1048576,16777216] [--models [--corpus-dir DIR]]
+
+With ``PYTHONPATH=tools/fake_cupy`` it runs on the host's stand-in for CuPy:
+its times mean nothing, its ``agree`` column is a check of the CUDA code paths.
 """
 
 from __future__ import annotations
@@ -80,9 +83,10 @@ def fused_table(cp, sizes: list[int], reps: int) -> None:
             print(f"{name:16s} {size:10d} {t_gen * 1e6:13.1f} {t_run * 1e6:10.1f} {t_run / t_gen:6.2f}")
 
 
-def models_table(cp, reps: int) -> None:
-    """The light models and the exported corpus's first setting: hetvm on the GPU
-    against hetvm on the CPU (wall clock: a call ends with a host copy)."""
+def models_table(cp, reps: int, corpus_dir: str | None) -> None:
+    """The exported corpus's first setting (``corpus_dir``: another folder with a
+    manifest, such as tools/export_held_out.py's): hetvm on the GPU against hetvm
+    on the CPU (wall clock: a call ends with a host copy), and whether they agree."""
     import os
 
     import onnx
@@ -92,14 +96,15 @@ def models_table(cp, reps: int) -> None:
     from hetvm.testing.exported_corpus import CORPUS_DIR, draw_inputs, load_manifest
 
     print(f"\n{'model':44s} {'cuda ms':>8s} {'cpu ms':>8s} {'agree':>6s}")
-    for file, entry in load_manifest().items():
-        model = onnx.load(os.path.join(CORPUS_DIR, file))
+    folder = corpus_dir or CORPUS_DIR
+    for file, entry in load_manifest(folder).items():
+        model = onnx.load(os.path.join(folder, file))
         mod = from_onnx(model)
         feeds = draw_inputs(entry, entry["settings"][0], 0)
         args = [feeds[i["name"]] for i in entry["inputs"]]
         timings, results = {}, {}
-        for target, dev in (("cuda", hetvm.device("cuda", 0)), ("llvm", hetvm.cpu(0))):
-            fn = hetvm.VirtualMachine(hetvm.build(mod, target=target), dev)["main"]
+        for target in ("cuda", "llvm"):
+            fn = hetvm.VirtualMachine(hetvm.build(mod, target=target))["main"]  # its devices
             results[target] = fn(*args)
             best = float("inf")
             for _ in range(reps):
@@ -128,13 +133,16 @@ def main() -> None:
     ap.add_argument("--sizes", default="4096,1048576,16777216")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--models", action="store_true", help="also whole corpus models, cuda vs cpu")
+    ap.add_argument("--corpus-dir", default=None, help="the models' folder (default: the exported corpus)")
+    ap.add_argument("--no-kernels", action="store_true", help="skip the fused-kernel table")
     args = ap.parse_args()
     cp = _gpu()
     if cp is None:
         sys.exit(0)
-    fused_table(cp, [int(s) for s in args.sizes.split(",")], args.reps)
+    if not args.no_kernels:
+        fused_table(cp, [int(s) for s in args.sizes.split(",")], args.reps)
     if args.models:
-        models_table(cp, max(3, args.reps // 4))
+        models_table(cp, max(3, args.reps // 4), args.corpus_dir)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -185,6 +186,16 @@ class _Device:
         return None
 
 
+class _Event:
+    """CuPy's event, as a host clock (the stand-in runs synchronously)."""
+
+    def record(self) -> None:
+        self.at = time.perf_counter()
+
+    def synchronize(self) -> None:
+        return None
+
+
 class _Runtime:
     @staticmethod
     def getDeviceCount() -> int:  # noqa: N802 - CuPy's name
@@ -193,7 +204,12 @@ class _Runtime:
 
 class _Cuda:
     Device = _Device
+    Event = _Event
     runtime = _Runtime
+
+    @staticmethod
+    def get_elapsed_time(start: _Event, end: _Event) -> float:
+        return (end.at - start.at) * 1e3  # milliseconds, as CuPy's
 
 
 class FakeCupy:
