@@ -195,7 +195,11 @@ def covers(program: Sequence[Sequence[Any]], input_dtypes: Sequence[str]) -> boo
 
 def kernel_body(program: Sequence[Sequence[Any]], input_dtypes: Sequence[str]) -> str:
     """The per-element C++ statements: inputs ``x0``.., steps ``t0``.., the result
-    stored in ``y`` (CuPy's output parameter). ``covers`` must hold."""
+    stored in ``y`` (CuPy's output parameter). ``covers`` must hold.
+
+    CuPy binds each input as ``const T &x0`` and the output as ``T &y`` to the
+    element's memory, so ``y`` is written once, last: an output that shares its
+    buffer with an input (InplaceElementwise) is read before it is written."""
     lines: list[str] = []
     dtypes: list[str] = []
     for k, step in enumerate(program):

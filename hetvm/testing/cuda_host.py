@@ -3,8 +3,8 @@ machines without a GPU.
 
 ``HostElementwiseKernel`` takes what ``cupy.ElementwiseKernel`` takes and runs
 the same C++ body with a host compiler: the inputs broadcast to the output (as
-CuPy's indexing does), one loop over the elements, each input a ``const`` local
-and the output a reference, as in CuPy's generated kernel. ``FakeCupy`` is an
+CuPy's indexing does), one loop over the elements, each input a ``const``
+reference and the output a reference, as in CuPy's generated kernel. ``FakeCupy`` is an
 array module that is NumPy plus that class, so a kernel specialised for "CuPy"
 runs end to end here. What this cannot show: CUDA's own math library (its
 ``expf`` and ``erff`` are within a few ulps of glibc's) and launch details; a
@@ -57,12 +57,13 @@ def _parse(params: str) -> list[tuple[str, str]]:
 
 def _signature(ins: list[tuple[str, str]], outs: list[tuple[str, str]], indent: str) -> tuple[str, str]:
     """The C parameters (a count, then a pointer per argument) and the
-    statements binding element ``i``: each input a const local, each output a
-    reference, as CuPy's ElementwiseKernel binds them."""
+    statements binding element ``i``: each input a const reference, each output
+    a reference, as CuPy's ElementwiseKernel binds them (``const T &x =
+    _raw_x[_ind.get()];``)."""
     args = ["long long n"]
     args += [f"const {C_TYPES[d]}* p_{name}" for d, name in ins]
     args += [f"{C_TYPES[d]}* p_{name}" for d, name in outs]
-    binds = "".join(f"{indent}const {C_TYPES[d]} {name} = p_{name}[i];\n" for d, name in ins)
+    binds = "".join(f"{indent}const {C_TYPES[d]} &{name} = p_{name}[i];\n" for d, name in ins)
     binds += "".join(f"{indent}{C_TYPES[d]} &{name} = p_{name}[i];\n" for d, name in outs)
     return ", ".join(args), binds
 
