@@ -107,3 +107,24 @@ def test_an_exported_transformer_with_host_shape_work_runs_its_compute_on_cuda(f
     got = out[0] if isinstance(out, (list, tuple)) else out
     want = cpu[0] if isinstance(cpu, (list, tuple)) else cpu
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_graph_executor_runs_a_cuda_build(fake_cupy):
+    from hetvm.runtime.graph_executor import create
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 16)).astype("float32")
+    w = (rng.standard_normal((16, 32)) * 0.3).astype("float32")
+    b = rng.standard_normal(32).astype("float32")
+    mod = from_source(GELU_MLP.replace('("n", 16)', "(3, 16)"))  # the graph executor is static
+    want = hetvm.VirtualMachine(hetvm.build(mod))["main"](x, w, b).numpy()
+    gm = hetvm.build(mod, target="cuda", executor="graph")
+    ex = create(gm, None, [hetvm.device("cuda", 0), hetvm.cpu(0)][: len(gm.graph["devices"])])
+    ex.set_input(0, x)
+    ex.set_input(1, w)
+    ex.set_input(2, b)
+    ex.run()
+    out = ex.get_output(0)
+    assert out.device == hetvm.device("cuda", 0)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-7)
+    assert sum(k.calls for k in fake_cupy) >= 1
