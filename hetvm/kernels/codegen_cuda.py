@@ -26,16 +26,20 @@ multiply-adds (``--fmad=false``), so arithmetic rounds as NumPy's does.
 Programs with steps whose NumPy meaning differs per machine or is awkward
 per element (integer ``divide``, ``floor_divide``, ``power``, ``reciprocal``,
 ``floor``, ``ceil`` and ``round``; float to int8/int16/unsigned; arithmetic
-on bool) are not covered and run on the NumPy runner with CuPy's arrays.
+on bool) are not covered and run on the NumPy runner with CuPy's arrays, as
+does a program whose kernel fails to compile at its first call (with a warning).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Sequence
 
 from .fused_program import STEP_OPS, NumpyRunner, check_broadcast, parse_ref
 
 __all__ = ["C_TYPES", "PRELUDE", "FMAD_OFF", "covers", "kernel_body", "generated_kernel"]
+
+log = logging.getLogger("hetvm.codegen")
 
 C_TYPES = {
     "float32": "float", "float64": "double", "bool": "bool",
@@ -259,6 +263,7 @@ class _CupyKernel:
         self.xp = xp
         self.program = program
         self.kernels: dict[tuple[str, ...], Any] = {}
+        self.launched: set[tuple[str, ...]] = set()  # dtype sets whose kernel compiled and ran
         self.fallback: NumpyRunner | None = None
 
     def _kernel(self, input_dtypes: tuple[str, ...]) -> Any:
@@ -275,10 +280,21 @@ class _CupyKernel:
     def __call__(self, *args: Any) -> None:
         inputs, out = args[:-1], args[-1]
         check_broadcast(inputs, out)
-        kernel = self._kernel(tuple(str(a.dtype) for a in inputs))
+        key = tuple(str(a.dtype) for a in inputs)
+        kernel = self._kernel(key)
         if kernel is not None and str(out.dtype) == self.program[-1][1]:
-            kernel(*inputs, out)
-            return
+            if key in self.launched:
+                kernel(*inputs, out)
+                return
+            try:  # the first call compiles (NVRTC): a kernel that does not compile falls back
+                kernel(*inputs, out)
+            except Exception as err:  # noqa: BLE001 - CuPy's compile error, whatever its class
+                log.warning("generated CUDA kernel failed to compile (%s); using the step-by-step kernels",
+                            str(err).splitlines()[0] if str(err) else type(err).__name__)  # fmt: skip
+                self.kernels[key] = None
+            else:
+                self.launched.add(key)
+                return
         if self.fallback is None:
             self.fallback = NumpyRunner(self.xp, self.program)
         self.fallback(*args)

@@ -222,3 +222,22 @@ def test_every_body_compiles_for_the_gpu():
         bodies.append((params, f"{program[-1][1]} y", cc.kernel_body(program, dtypes)))
     errors = nvcc_check(bodies, cc.PRELUDE)
     assert errors == "", errors
+
+
+def test_a_kernel_that_does_not_compile_falls_back_with_a_warning(monkeypatch, caplog):
+    if CXX is None:
+        pytest.skip("no host C++ compiler")
+    monkeypatch.setattr(cc, "kernel_body", lambda program, dtypes: "y = no_such_function(x0);")
+    program = (("nn.silu", F32, "x0"),)
+    kernel = bind_kernel("fused_elementwise", "cuda", FakeCupy(), {"program": program})
+    x = special(F32)
+    got = np.empty_like(x)
+    with caplog.at_level("WARNING", logger="hetvm.codegen"):
+        kernel(x, got)
+        kernel(x, got)  # no second try
+    want = np.empty_like(x)
+    with np.errstate(all="ignore"):
+        run_numpy(np, program, [x], want)
+    np.testing.assert_array_equal(got, want)
+    assert kernel.kernels == {(F32,): None} and kernel.fallback is not None
+    assert sum("failed to compile" in r.message for r in caplog.records) == 1
