@@ -9,7 +9,7 @@ binary on disk (``~/.cupy/kernel_cache``); hetvm keeps one kernel object per
 
 What is generated comes only from a validated program (see
 :mod:`.fused_program`), as in :mod:`.codegen_numba`: each step's op selects a
-fixed C++ template (:data:`_TEMPLATES`), refs become local names (``x0``,
+fixed C++ template (``_FLOAT_TEMPLATES``, ``_INT_TEMPLATES``, ``_ANY_TEMPLATES``), refs become local names (``x0``,
 ``t3``), numbers are written from Python floats and ints, C types come from a
 fixed table. The kernel's body is plain C++ over scalars plus the helper
 functions of :data:`PRELUDE`, so the same text also compiles for the host
@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
+from .codegen_numba import INT_TRUNCATES, invalid_cast
 from .fused_program import STEP_OPS, NumpyRunner, check_broadcast, parse_ref
 
 __all__ = ["C_TYPES", "PRELUDE", "FMAD_OFF", "covers", "kernel_body", "generated_kernel"]
@@ -116,17 +117,9 @@ _ANY_TEMPLATES: dict[str, str] = {
     "logical_not": "{a} == 0", "where": "{a} ? {b} : {c}",
 }  # fmt: skip
 
-#: the doubles that truncate into int32 / int64 (both bounds exact in double)
-_INT_RANGE = {"int32": ("-2147483649.0", "2147483648.0"),
-              "int64": ("-9223372036854775809.0", "9223372036854775808.0")}  # fmt: skip
-
-
 def _invalid(dtype: str) -> int | None:
-    if dtype not in _INT_RANGE:
-        return None
-    from .codegen_numba import invalid_cast
-
-    return invalid_cast(dtype)
+    """What NumPy's float-to-``dtype`` cast gives out of range here, or None."""
+    return invalid_cast(dtype) if dtype in INT_TRUNCATES else None
 
 
 def float_literal(value: float) -> str:
@@ -150,13 +143,13 @@ def _literal(value: Any, dtype: str) -> str:
 
 
 def _float_to_int(name: str, dtype: str) -> str:
-    lo, hi = _INT_RANGE[dtype]
-    t = C_TYPES[dtype]
-    return f"(((double){name} > {lo} && (double){name} < {hi}) ? ({t}){name} : {int_literal(_invalid(dtype), dtype)})"  # type: ignore[arg-type]
+    in_range = " && ".join(c.format(v=f"(double){name}") for c in INT_TRUNCATES[dtype])
+    invalid = int_literal(_invalid(dtype), dtype)  # type: ignore[arg-type]
+    return f"(({in_range}) ? ({C_TYPES[dtype]}){name} : {invalid})"
 
 
 def _int_clip_covered(dtype: str, params: Sequence[Any]) -> bool:
-    if dtype in _INT_RANGE:
+    if dtype in INT_TRUNCATES:
         return _invalid(dtype) is not None
     import numpy as np
 
@@ -234,7 +227,7 @@ def kernel_body(program: Sequence[Sequence[Any]], input_dtypes: Sequence[str]) -
             # NumPy clips integers by Python floats in double (NEP 50), then stores
             lo, hi = (float_literal(p) for p in params)
             lines.append(f"const double c{k} = hv_min<double>(hv_max<double>((double){names['a']}, {lo}), {hi});")
-            expr = _float_to_int(f"c{k}", dtype) if dtype in _INT_RANGE else f"c{k}"
+            expr = _float_to_int(f"c{k}", dtype) if dtype in INT_TRUNCATES else f"c{k}"
         else:
             for i, p in enumerate(params):  # params in the step's dtype, as NumPy converts them
                 names[f"p{i}"] = _literal(p, dtype)
@@ -264,6 +257,7 @@ class _CupyKernel:
         self.program = program
         self.kernels: dict[tuple[str, ...], Any] = {}
         self.launched: set[tuple[str, ...]] = set()  # dtype sets whose kernel compiled and ran
+        self.shapes_checked: set[tuple] = set()  # (input shapes, output shape) already checked
         self.fallback: NumpyRunner | None = None
 
     def _kernel(self, input_dtypes: tuple[str, ...]) -> Any:
@@ -279,7 +273,10 @@ class _CupyKernel:
 
     def __call__(self, *args: Any) -> None:
         inputs, out = args[:-1], args[-1]
-        check_broadcast(inputs, out)
+        shapes = (tuple(a.shape for a in inputs), out.shape)
+        if shapes not in self.shapes_checked:  # once per shape set: the VM calls with few
+            check_broadcast(inputs, out)
+            self.shapes_checked.add(shapes)
         key = tuple(str(a.dtype) for a in inputs)
         kernel = self._kernel(key)
         if kernel is not None and str(out.dtype) == self.program[-1][1]:

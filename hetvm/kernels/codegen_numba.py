@@ -270,10 +270,11 @@ def covers(program: Sequence[Sequence[Any]], input_dtypes: Sequence[str]) -> boo
     return True
 
 
-#: the floats that truncate into each integer dtype, as a condition on ``{v}``
-#: (both bounds exact in float64; a float32 compares as its float64 value)
-_INT_RANGE = {"int32": "{v} > -2147483649.0 and {v} < 2147483648.0",
-              "int64": "{v} >= -9223372036854775808.0 and {v} < 9223372036854775808.0"}  # fmt: skip
+#: the floats that truncate into each integer dtype, as two comparisons of
+#: ``{v}`` (both bounds exact in float64; a float32 compares as its float64
+#: value), written alike in Python and C++ (``codegen_cuda`` joins them with ``&&``)
+INT_TRUNCATES = {"int32": ("{v} > -2147483649.0", "{v} < 2147483648.0"),
+                 "int64": ("{v} >= -9223372036854775808.0", "{v} < 9223372036854775808.0")}  # fmt: skip
 _INVALID_CAST: dict[str, int | None] = {}
 
 
@@ -298,10 +299,11 @@ def float_to_int(expr: str, dtype: str) -> str | None:
     exactly as NumPy's ``astype`` does here: truncation in range, the probed value
     for NaN, infinities and out of range (where Numba's cast is undefined); None
     for a dtype or machine not covered."""
-    invalid = invalid_cast(dtype) if dtype in _INT_RANGE else None
+    invalid = invalid_cast(dtype) if dtype in INT_TRUNCATES else None
     if invalid is None:
         return None
-    return f"(np.{dtype}({expr}) if {_INT_RANGE[dtype].format(v=expr)} else np.{dtype}({invalid}))"
+    in_range = " and ".join(c.format(v=expr) for c in INT_TRUNCATES[dtype])
+    return f"(np.{dtype}({expr}) if {in_range} else np.{dtype}({invalid}))"
 
 
 def _int_clip(dtype: str, params: Sequence[Any], a: str, k: int) -> list[str] | None:
@@ -315,7 +317,7 @@ def _int_clip(dtype: str, params: Sequence[Any], a: str, k: int) -> list[str] | 
         return None
     lo, hi = (float_text(float(p)) for p in params)
     clipped = f"c{k} = np.minimum(np.maximum(np.float64({a}), np.float64({lo})), np.float64({hi}))"
-    cast = float_to_int(f"c{k}", dtype) if dtype in _INT_RANGE else None
+    cast = float_to_int(f"c{k}", dtype) if dtype in INT_TRUNCATES else None
     if cast is not None:
         return [clipped, f"t{k} = {cast}"]
     info = np.iinfo(dtype)

@@ -13,6 +13,7 @@ GPU session runs the same tests on CuPy (``test_codegen_cuda.py``)."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import json
 import shutil
@@ -27,16 +28,14 @@ from hetvm.kernels.codegen_cuda import C_TYPES
 
 CXX = shutil.which("g++") or shutil.which("c++")
 NVCC = shutil.which("nvcc")
-_DIRS: list[Path] = []
+_LIBS: dict[str, ctypes.CDLL] = {}
 
 
+@functools.cache
 def _dir() -> Path:
     """This process's folder of sources and libraries, made on first use."""
-    if not _DIRS:
-        _DIRS.append(Path(tempfile.mkdtemp(prefix="hetvm-cuda-host-")))
-    return _DIRS[0]
+    return Path(tempfile.mkdtemp(prefix="hetvm-cuda-host-"))
 
-_LIBS: dict[str, ctypes.CDLL] = {}
 
 _HEADER = """\
 #include <cmath>
@@ -117,14 +116,11 @@ class HostElementwiseKernel:
         self.calls += 1
 
 
+@functools.cache
 def _cupy_names() -> dict[str, frozenset[str]]:
-    if not _NAMES:
-        with open(Path(__file__).with_name("cupy_names.json")) as f:
-            _NAMES.update({m: frozenset(v) for m, v in json.load(f)["modules"].items()})
-    return _NAMES
-
-
-_NAMES: dict[str, frozenset[str]] = {}
+    """Module -> the names CuPy has there too (``tools/cupy_names.py`` writes the file)."""
+    with open(Path(__file__).with_name("cupy_names.json")) as f:
+        return {m: frozenset(v) for m, v in json.load(f)["modules"].items()}
 
 
 class FakeArray(np.ndarray):
