@@ -32,15 +32,13 @@ does a program whose kernel fails to compile at its first call (with a warning).
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Sequence
 
 from .codegen_numba import INT_TRUNCATES, invalid_cast
+from .cuda_launch import FirstLaunch
 from .fused_program import STEP_OPS, NumpyRunner, check_broadcast, parse_ref
 
 __all__ = ["C_TYPES", "PRELUDE", "FMAD_OFF", "covers", "kernel_body", "generated_kernel"]
-
-log = logging.getLogger("hetvm.codegen")
 
 C_TYPES = {
     "float32": "float", "float64": "double", "bool": "bool",
@@ -74,6 +72,13 @@ PRELUDE = (
 // hetvm fused_elementwise helpers
 template <typename T> __device__ inline T hv_max(T a, T b) { return (a > b || a != a) ? a : b; }
 template <typename T> __device__ inline T hv_min(T a, T b) { return (a < b || a != a) ? a : b; }
+#if defined(__CUDA_ARCH__) || defined(__CUDACC_RTC__)
+__device__ inline float hv_inf_f() { return __int_as_float(0x7f800000); }
+__device__ inline double hv_inf_d() { return __longlong_as_double(0x7ff0000000000000LL); }
+#else
+inline float hv_inf_f() { return HUGE_VALF; }
+inline double hv_inf_d() { return HUGE_VAL; }
+#endif
 """
     + _FLOAT_HELPERS.format(T="float", s="f", m="f")
     + _FLOAT_HELPERS.format(T="double", s="d", m="")
@@ -256,7 +261,7 @@ class _CupyKernel:
         self.xp = xp
         self.program = program
         self.kernels: dict[tuple[str, ...], Any] = {}
-        self.launched: set[tuple[str, ...]] = set()  # dtype sets whose kernel compiled and ran
+        self.first_launch = FirstLaunch()
         self.shapes_checked: set[tuple] = set()  # (input shapes, output shape) already checked
         self.fallback: NumpyRunner | None = None
 
@@ -280,18 +285,9 @@ class _CupyKernel:
         key = tuple(str(a.dtype) for a in inputs)
         kernel = self._kernel(key)
         if kernel is not None and str(out.dtype) == self.program[-1][1]:
-            if key in self.launched:
-                kernel(*inputs, out)
+            if self.first_launch.run(key, lambda: kernel(*inputs, out)):
                 return
-            try:  # the first call compiles (NVRTC): a kernel that does not compile falls back
-                kernel(*inputs, out)
-            except Exception as err:  # noqa: BLE001 - CuPy's compile error, whatever its class
-                log.warning("generated CUDA kernel failed to compile (%s); using the step-by-step kernels",
-                            str(err).splitlines()[0] if str(err) else type(err).__name__)  # fmt: skip
-                self.kernels[key] = None
-            else:
-                self.launched.add(key)
-                return
+            self.kernels[key] = None
         if self.fallback is None:
             self.fallback = NumpyRunner(self.xp, self.program)
         self.fallback(*args)

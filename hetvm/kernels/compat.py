@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import codegen_cuda_norm
 from .common import store
 from .conv import Geometry, convolve
 from .registry import register_kernel
@@ -90,7 +91,7 @@ def conv1d(xp: Any, attrs: dict, data: Any, weight: Any, out: Any) -> None:
     convolve(xp, geo, data.reshape(n, c, 1, w), weight.reshape(o, i, 1, k), dst)
 
 
-@register_kernel("nn.rms_norm")
+@register_kernel("nn.rms_norm", specialize=codegen_cuda_norm.specializer("nn.rms_norm"))
 def rms_norm(xp: Any, attrs: dict, x: Any, weight: Any, out: Any) -> None:
     axes = tuple(int(a) % x.ndim for a in attrs["axes"])
     wide = x.astype("float64")

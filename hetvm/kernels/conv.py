@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..runtime.product_pool import matmul_into
-from . import depthwise_direct
+from . import codegen_cuda_window, depthwise_direct
 from .common import as_ints, store
 from .depthwise import depthwise, depthwise_same
 from .registry import register_kernel
@@ -306,6 +306,8 @@ def convolve(xp: Any, geo: Geometry, data: Any, weight: Any, out: Any, bias: Any
     added = False
     if kh == 1 and kw == 1 and not any(pads):
         _pointwise(xp, x, w, dst, groups, strides)
+    elif cg == 1 and codegen_cuda_window.depthwise(xp, x, w, dst, geo, bias if dst is out else None):
+        added = bias is not None and dst is out
     elif cg == 1 and depthwise_direct.applies(xp, x, w, dst, groups, bias if dst is out else None):
         added = bias is not None and dst is out
         depthwise_direct.run(x, w, dst, strides, dilation, pads, bias if added else None)
@@ -329,7 +331,12 @@ def convolve_direct(xp: Any, geo: Geometry, data: Any, weight: Any, out: Any, bi
     covers the call (depthwise: see ``depthwise_direct``); False, with nothing
     written, where none does."""
     _, cg, kh, kw = weight.shape
-    if cg != 1 or not depthwise_direct.applies(xp, data, weight, out, geo.groups, bias):
+    if cg != 1:
+        return False
+    if codegen_cuda_window.applies(xp):
+        _check_fits(data.shape, out.shape, (kh, kw), geo.strides, geo.dilation, geo.pads)
+        return codegen_cuda_window.depthwise(xp, data, weight, out, geo, bias, relu)
+    if not depthwise_direct.applies(xp, data, weight, out, geo.groups, bias):
         return False
     _check_fits(data.shape, out.shape, (kh, kw), geo.strides, geo.dilation, geo.pads)
     depthwise_direct.run(data, weight, out, geo.strides, geo.dilation, geo.pads, bias, relu)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import epilogue_direct
+from . import codegen_cuda_window, epilogue_direct
 from .common import per_channel, relu_into, same_shape
 from .conv import Geometry, convolve, convolve_direct, geometry
 from .pool import max_pool2d, pool_direct_max
@@ -28,10 +28,11 @@ def _activation(op: str, attrs: dict) -> str:
 _PER_IMAGE_BYTES = 512 << 10
 
 
-def _images(data: Any, out: Any, *more: Any) -> Any:
-    """``(data, out, *more)`` whole, or one image at a time for large outputs."""
+def _images(xp: Any, data: Any, out: Any, *more: Any) -> Any:
+    """``(data, out, *more)`` whole, or on the CPU one image at a time for large
+    outputs (a GPU has no cache to keep an image in: one launch is better)."""
     n = out.shape[0] if out.ndim else 1
-    if n <= 1 or out[0].nbytes < _PER_IMAGE_BYTES:
+    if n <= 1 or out[0].nbytes < _PER_IMAGE_BYTES or codegen_cuda_window.applies(xp):
         return [(data, out, *more)]
     return [(data[i : i + 1], out[i : i + 1], *(m[i : i + 1] for m in more)) for i in range(n)]
 
@@ -40,9 +41,11 @@ def _bias_act(xp: Any, geo: Geometry, activation: str, data: Any, weight: Any, b
     if convolve_direct(xp, geo, data, weight, out, bias, activation == "relu"):
         return
     relu = activation == "relu"
-    for x, y in _images(data, out):
+    for x, y in _images(xp, data, out):
         added = convolve(xp, geo, x, weight, y, bias)
         if epilogue_direct.run(xp, y, None if added else bias, None, relu):
+            continue
+        if codegen_cuda_window.epilogue(xp, y, None if added else bias, None, relu):
             continue
         if not added:
             per_channel(xp, xp.add, y, bias, y)
@@ -62,9 +65,11 @@ def _bias_add_act(
     if may_share is not None and may_share(out, residual):
         residual = residual.copy()
     relu = activation == "relu"
-    for x, y, r in _images(data, out, residual):
+    for x, y, r in _images(xp, data, out, residual):
         added = convolve(xp, geo, x, weight, y, bias)
         if epilogue_direct.run(xp, y, None if added else bias, r, relu):
+            continue
+        if codegen_cuda_window.epilogue(xp, y, None if added else bias, r, relu):
             continue
         if not added:
             per_channel(xp, xp.add, y, bias, y)
@@ -117,6 +122,8 @@ def max_pool2d_bias_act(xp: Any, attrs: dict, data: Any, bias: Any, out: Any) ->
     activation = _activation("nn.max_pool2d_bias_act", attrs)
     if pool_direct_max(xp, attrs, data, bias, out, activation == "relu"):
         return
+    if codegen_cuda_window.pool(xp, attrs, data, out, is_max=True, bias=bias, relu=activation == "relu"):
+        return
     max_pool2d(xp, {k: v for k, v in attrs.items() if k != "activation"}, data, out)
     per_channel(xp, xp.add, out, bias, out)
     if activation == "relu":
@@ -137,6 +144,8 @@ def scale_shift_act(xp: Any, attrs: dict, data: Any, scale: Any, shift: Any, out
             f"nn.scale_shift_act kernel: scale {tuple(scale.shape)} and shift {tuple(shift.shape)} "
             f"need one value per channel of data {tuple(data.shape)} (axis 1)"
         )
+    if codegen_cuda_window.scale_shift(xp, data, scale, shift, out, activation == "relu"):
+        return  # one launch, and no device-to-host read of the scale and shift
     src = data
     if not bool((scale == 1).all()):
         per_channel(xp, xp.multiply, src, scale, out)

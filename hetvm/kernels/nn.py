@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from . import norm_direct
+from . import codegen_cuda_norm, norm_direct
 from .common import as_ints, erf, relu_into, same_shape, store
 from .registry import register_kernel
 from .scratch import scratch
@@ -78,7 +78,7 @@ def _finish(out: Any, work: Any) -> None:
         store(out, work.astype(out.dtype, copy=False))
 
 
-@register_kernel("nn.softmax")
+@register_kernel("nn.softmax", specialize=codegen_cuda_norm.specializer("nn.softmax"))
 def softmax(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     """Max-shifted, in four in-place passes over the output (shift, exp, sum,
     divide); only the per-row max and sum are temporaries. An empty tensor has
@@ -96,7 +96,7 @@ def softmax(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     _finish(out, work)
 
 
-@register_kernel("nn.log_softmax")
+@register_kernel("nn.log_softmax", specialize=codegen_cuda_norm.specializer("nn.log_softmax"))
 def log_softmax(xp: Any, attrs: dict, x: Any, out: Any) -> None:
     """x - max - log(sum(exp(x - max))), the exp in a scratch array; empty in,
     empty out."""
@@ -158,7 +158,7 @@ def _sum(xp: Any, x: Any, axes: tuple[int, ...], dtype: Any) -> Any:
     return xp.sum(x, axis=axes, keepdims=True, dtype=dtype)
 
 
-@register_kernel("nn.layer_norm")
+@register_kernel("nn.layer_norm", specialize=codegen_cuda_norm.specializer("nn.layer_norm"))
 def layer_norm(xp: Any, attrs: dict, x: Any, gamma: Any, beta: Any, out: Any) -> None:
     """Two-pass (centre, then mean of squares: no cancellation), centred in place
     in the output; one scratch array for the squares."""

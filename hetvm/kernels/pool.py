@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import pool_direct
+from . import codegen_cuda_window, pool_direct
 from .common import as_ints, store
 from .registry import register_kernel
 from .scratch import scratch
@@ -252,6 +252,8 @@ def max_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
         store(out, x.max(axis=(2, 3), keepdims=True))
     elif pool_direct.applies(xp, x, out):
         pool_direct.run(x, out, k, s, d, pads, True)
+    elif codegen_cuda_window.pool(xp, attrs, x, out, is_max=True):
+        return
     elif s == (1, 1):
         xpad = padded(xp, x, pads, _lowest(x.dtype))
         store(out, _fold_flat(xp, xp.maximum, xpad, k, d)[:, :, : out.shape[2], : out.shape[3]])
@@ -281,6 +283,8 @@ def avg_pool2d(xp: Any, attrs: dict, x: Any, out: Any) -> None:
         n, c, h, w = x.shape
         total = x.reshape(n, c, h * w).sum(axis=2, dtype=acc_dtype, keepdims=True)
         store(out, (total / acc_dtype(h * w)).reshape(out.shape).astype(out.dtype, copy=False))
+        return
+    if codegen_cuda_window.pool(xp, attrs, x, out, is_max=False):
         return
     geometry = (x.shape[2], x.shape[3], oh, ow, k, s, d, as_ints(attrs.get("padding", (0, 0, 0, 0))),
                 bool(attrs.get("count_include_pad", False)), acc_dtype)  # fmt: skip

@@ -20,7 +20,9 @@ import shutil
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -44,36 +46,111 @@ using namespace std;
 """
 
 
-def _parse(params: str) -> list[tuple[str, str]]:
-    """``"float32 x0, int64 x1"`` -> ``[("float32", "x0"), ("int64", "x1")]``."""
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter as CuPy declares it: ``[raw] dtype name``."""
+
+    dtype: str
+    name: str
+    raw: bool = False
+
+    @property
+    def ctype(self) -> str:
+        return C_TYPES[self.dtype]
+
+
+def _parse(params: str) -> list[Param]:
+    """``"float32 x0, raw int64 x1"`` -> ``[Param("float32", "x0"), Param("int64", "x1", raw=True)]``."""
     out = []
     for part in params.split(","):
-        if part.strip():
-            dtype, name = part.split()
-            out.append((dtype, name))
+        words = part.split()
+        if words:
+            raw = words[0] == "raw"
+            dtype, name = words[1:] if raw else words
+            out.append(Param(dtype, name, raw))
     return out
 
 
-def _signature(ins: list[tuple[str, str]], outs: list[tuple[str, str]], indent: str) -> tuple[str, str]:
-    """The C parameters (a count, then a pointer per argument) and the
-    statements binding element ``i``: each input a const reference, each output
-    a reference, as CuPy's ElementwiseKernel binds them (``const T &x =
-    _raw_x[_ind.get()];``)."""
-    args = ["long long n"]
-    args += [f"const {C_TYPES[d]}* p_{name}" for d, name in ins]
-    args += [f"{C_TYPES[d]}* p_{name}" for d, name in outs]
-    binds = "".join(f"{indent}const {C_TYPES[d]} &{name} = p_{name}[i];\n" for d, name in ins)
-    binds += "".join(f"{indent}{C_TYPES[d]} &{name} = p_{name}[i];\n" for d, name in outs)
-    return ", ".join(args), binds
+_CTYPES_SCALAR = {
+    "float32": ctypes.c_float, "float64": ctypes.c_double, "bool": ctypes.c_bool,
+    "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+    "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
+}  # fmt: skip
 
 
-def host_source(ins: list[tuple[str, str]], outs: list[tuple[str, str]], body: str, preamble: str) -> str:
-    args, binds = _signature(ins, outs, " " * 8)
+def _is_scalar(arg: object) -> bool:
+    return not isinstance(arg, np.ndarray)
+
+
+def _c_args(params: list[Param], scalars: Sequence[bool], writable: Sequence[bool]) -> list[str]:
+    """The C parameter of each kernel parameter: a scalar by value (CuPy passes
+    Python numbers so), an array as a pointer (``p_<name>``; a raw one named
+    ``<name>`` itself, indexed by the body as CuPy's ``CArray`` is)."""
+    out = []
+    for p, scalar, w in zip(params, scalars, writable):
+        const = "" if w else "const "
+        if scalar:
+            out.append(f"{p.ctype} {p.name}")
+        elif p.raw:
+            out.append(f"{const}{p.ctype}* {p.name}")
+        else:
+            out.append(f"{const}{p.ctype}* p_{p.name}")
+    return out
+
+
+def _binds(params: list[Param], scalars: Sequence[bool], index: str, indent: str, *, output: bool) -> str:
+    """Element ``index`` of each non-raw array parameter bound as CuPy binds it:
+    an input as ``const T &x``, an output as ``T &y``."""
+    const = "" if output else "const "
+    return "".join(
+        f"{indent}{const}{p.ctype} &{p.name} = p_{p.name}[{index}];\n"
+        for p, scalar in zip(params, scalars) if not scalar and not p.raw
+    )  # fmt: skip
+
+
+def elementwise_source(ins: list[Param], outs: list[Param], in_scalars: Sequence[bool], body: str,
+                       preamble: str, *, device: bool = False, name: str = "run") -> str:  # fmt: skip
+    """One element-wise kernel: a host loop over the elements, or (``device``)
+    a ``__global__`` function with one thread per element, for nvcc."""
+    args = ["long long _n"] + _c_args(ins, in_scalars, [False] * len(ins))
+    args += _c_args(outs, [False] * len(outs), [True] * len(outs))
+    pad = " " * 8
+    binds = _binds(ins, in_scalars, "i", pad, output=False) + _binds(outs, [False] * len(outs), "i", pad, output=True)
+    if device:
+        head = (f'extern "C" __global__ void {name}({", ".join(args)}) {{\n'
+                f"    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < _n) {{\n")  # fmt: skip
+    else:
+        head = f'extern "C" void {name}({", ".join(args)}) {{\n    for (long long i = 0; i < _n; ++i) {{\n'
+    return f"{'' if device else _HEADER}{preamble}\n{head}{binds}{pad}{body}\n    }}\n}}\n"
+
+
+def reduction_source(ins: list[Param], outs: list[Param], in_scalars: Sequence[bool], map_expr: str,
+                     reduce_expr: str, post_map_expr: str, identity: str, reduce_type: str, preamble: str, *,
+                     device: bool = False, name: str = "run") -> str:  # fmt: skip
+    """One reduction kernel with CuPy's macros (``REDUCE(a, b)``, ``POST_MAP(a)``,
+    ``_type_reduce``): per output element, the identity, then each reduced
+    element mapped and folded in order, then the post-map with the outputs
+    bound. On the host the inputs come broadcast and laid out as (outputs,
+    reduced), contiguous; ``device`` makes one thread per output, for nvcc."""
+    args = ["long long _n_out", "long long _n_red"] + _c_args(ins, in_scalars, [False] * len(ins))
+    args += _c_args(outs, [False] * len(outs), [True] * len(outs))
+    pad = " " * 12
+    if device:
+        head = (f'extern "C" __global__ void {name}({", ".join(args)}) {{\n'
+                f"    long long _o = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (_o < _n_out) {{\n")  # fmt: skip
+    else:
+        head = f'extern "C" void {name}({", ".join(args)}) {{\n    for (long long _o = 0; _o < _n_out; ++_o) {{\n'
     return (
-        f"{_HEADER}{preamble}\n"
-        f'extern "C" void run({args}) {{\n'
-        f"    for (long long i = 0; i < n; ++i) {{\n{binds}"
-        f"        {body}\n    }}\n}}\n"
+        f"{'' if device else _HEADER}{preamble}\n"
+        f"#define REDUCE(a, b) ({reduce_expr})\n#define POST_MAP(a) ({post_map_expr})\n"
+        f"typedef {reduce_type} _type_reduce;\n{head}"
+        f"        _type_reduce _s = _type_reduce({identity});\n"
+        f"        for (long long _r = 0; _r < _n_red; ++_r) {{\n"
+        f"{_binds(ins, in_scalars, '_o * _n_red + _r', pad, output=False)}"
+        f"            _type_reduce _a = static_cast<_type_reduce>({map_expr});\n"
+        f"            _s = REDUCE(_s, _a);\n        }}\n"
+        f"{_binds(outs, [False] * len(outs), '_o', ' ' * 8, output=True)}"
+        f"        POST_MAP(_s);\n    }}\n}}\n#undef REDUCE\n#undef POST_MAP\n"
     )
 
 
@@ -91,29 +168,115 @@ def _library(source: str) -> ctypes.CDLL:
     return _LIBS[key]
 
 
+def _check_dtypes(params: list[Param], args: Sequence[object]) -> None:
+    for p, a in zip(params, args):
+        if not _is_scalar(a):
+            assert str(a.dtype) == p.dtype, f"{p.name}: {a.dtype} passed for {p.dtype}"
+
+
+def _scalar_arg(p: Param, value: object) -> ctypes._SimpleCData:
+    return _CTYPES_SCALAR[p.dtype](value.item() if isinstance(value, np.generic) else value)
+
+
+def _pointer(a: np.ndarray) -> ctypes.c_void_p:
+    return ctypes.c_void_p(a.ctypes.data)
+
+
 class HostElementwiseKernel:
-    """``cupy.ElementwiseKernel``'s signature, compiled for the host."""
+    """``cupy.ElementwiseKernel``'s signature, compiled for the host: inputs
+    broadcast to the output, Python numbers as scalars, ``raw`` inputs passed
+    whole (C-contiguous: the body indexes them flat), the element index ``i``."""
 
     def __init__(self, in_params: str, out_params: str, operation: str, name: str = "kernel", *,
                  preamble: str = "", options: tuple = (), no_return: bool = False) -> None:  # fmt: skip
         self.ins, self.outs = _parse(in_params), _parse(out_params)
-        self.source = host_source(self.ins, self.outs, operation, preamble)
+        self.operation, self.preamble = operation, preamble
         self.name, self.options, self.no_return = name, options, no_return
         self.calls = 0
 
-    def __call__(self, *args: np.ndarray) -> None:
+    @property
+    def source(self) -> str:
+        """The source with every input an array (what most calls pass)."""
+        return elementwise_source(self.ins, self.outs, [False] * len(self.ins), self.operation, self.preamble)
+
+    def __call__(self, *args: object) -> None:
         assert len(args) == len(self.ins) + len(self.outs)
         inputs, outputs = args[: len(self.ins)], args[len(self.ins) :]
+        _check_dtypes(self.ins + self.outs, args)
         shape = outputs[0].shape
-        for (dtype, name), a in zip(self.ins + self.outs, args):
-            assert str(a.dtype) == dtype, f"{name}: {a.dtype} passed for {dtype}"
-        flat_in = [np.ascontiguousarray(np.broadcast_to(a, shape)) for a in inputs]
+        scalars = [_is_scalar(a) for a in inputs]
+        c_in = []
+        for p, a, scalar in zip(self.ins, inputs, scalars):
+            if scalar:
+                c_in.append(_scalar_arg(p, a))
+            else:
+                held = np.ascontiguousarray(a) if p.raw else np.ascontiguousarray(np.broadcast_to(a, shape))
+                c_in.append(held)
         flat_out = [np.empty(shape, o.dtype) for o in outputs]
-        ptrs = [ctypes.c_void_p(a.ctypes.data) for a in flat_in + flat_out]
-        _library(self.source).run(ctypes.c_longlong(int(np.prod(shape, dtype=np.int64))), *ptrs)
+        source = elementwise_source(self.ins, self.outs, scalars, self.operation, self.preamble)
+        ptrs = [_pointer(a) if isinstance(a, np.ndarray) else a for a in c_in + flat_out]
+        _library(source).run(ctypes.c_longlong(int(np.prod(shape, dtype=np.int64))), *ptrs)
         for o, f in zip(outputs, flat_out):
             o[...] = f
         self.calls += 1
+
+
+class HostReductionKernel:
+    """``cupy.ReductionKernel``'s signature, compiled for the host: the inputs
+    broadcast together (Python numbers are scalars), reduced over ``axis``
+    (all axes when None) in order from the identity; ``keepdims`` and ``out``
+    as CuPy's. The order of the sum is not the GPU's (a tree), so float results
+    differ from a GPU's by rounding."""
+
+    def __init__(self, in_params: str, out_params: str, map_expr: str, reduce_expr: str, post_map_expr: str,
+                 identity: str | None, name: str = "reduce_kernel", reduce_type: str | None = None,
+                 reduce_dims: bool = True, preamble: str = "", options: tuple = ()) -> None:  # fmt: skip
+        self.ins, self.outs = _parse(in_params), _parse(out_params)
+        assert not any(p.raw for p in self.ins + self.outs), "raw parameters in a reduction"
+        self.exprs = (map_expr, reduce_expr, post_map_expr)
+        self.identity = "" if identity is None else str(identity)
+        self.reduce_type = reduce_type or self.outs[0].ctype
+        self.name, self.preamble, self.options = name, preamble, options
+        self.calls = 0
+
+    def source(self, in_scalars: Sequence[bool], *, device: bool = False, name: str = "run") -> str:
+        return reduction_source(self.ins, self.outs, in_scalars, *self.exprs, self.identity, self.reduce_type,
+                                self.preamble, device=device, name=name)  # fmt: skip
+
+    def __call__(self, *args: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+                 out: np.ndarray | None = None) -> np.ndarray | None:  # fmt: skip
+        inputs, outputs = list(args[: len(self.ins)]), list(args[len(self.ins) :])
+        if out is not None:
+            outputs = [out]
+        scalars = [_is_scalar(a) for a in inputs]
+        arrays = [a for a, s in zip(inputs, scalars) if not s]
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        ndim = len(shape)
+        red = tuple(range(ndim)) if axis is None else tuple(sorted({int(a) % ndim for a in np.atleast_1d(axis)}))
+        kept = tuple(d for d in range(ndim) if d not in red)
+        out_shape = tuple(1 if d in red else shape[d] for d in range(ndim)) if keepdims else tuple(shape[d] for d in kept)
+        if not outputs:
+            outputs = [np.empty(out_shape, self.outs[0].dtype)]
+        _check_dtypes(self.ins + self.outs, inputs + outputs)
+        assert all(o.shape == out_shape for o in outputs), f"outputs {[o.shape for o in outputs]} for {out_shape}"
+        n_out = int(np.prod([shape[d] for d in kept], dtype=np.int64))
+        n_red = int(np.prod([shape[d] for d in red], dtype=np.int64))
+        if n_red == 0 and not self.identity:
+            raise ValueError(f"zero-size array to reduction operation {self.name} which has no identity")
+        c_in = []
+        for p, a, scalar in zip(self.ins, inputs, scalars):
+            if scalar:
+                c_in.append(_scalar_arg(p, a))
+            else:  # (kept..., reduced...) in order, contiguous
+                c_in.append(np.ascontiguousarray(np.broadcast_to(a, shape).transpose(kept + red)))
+        flat_out = [np.empty(n_out, o.dtype) for o in outputs]
+        ptrs = [_pointer(a) if isinstance(a, np.ndarray) else a for a in c_in + flat_out]
+        if n_out:
+            _library(self.source(scalars)).run(ctypes.c_longlong(n_out), ctypes.c_longlong(n_red), *ptrs)
+        for o, f in zip(outputs, flat_out):
+            o[...] = f.reshape(o.shape)
+        self.calls += 1
+        return outputs[0] if out is None and len(args) == len(self.ins) else None
 
 
 @functools.cache
@@ -218,6 +381,7 @@ class FakeCupy:
 
     __name__ = "cupy"
     ElementwiseKernel = HostElementwiseKernel
+    ReductionKernel = HostReductionKernel
     ndarray = FakeArray
     cuda = _Cuda
 
@@ -240,17 +404,18 @@ class FakeCupy:
         return on_device
 
 
-def nvcc_check(bodies: list[tuple[str, str, str]], preamble: str) -> str:
-    """Compiles each ``(in_params, out_params, body)`` as a CUDA kernel to PTX
-    with nvcc (device code, no GPU needed); returns nvcc's error text, or ''."""
+def nvcc_check(bodies: list[tuple[str, str, str]], preamble: str,
+               reductions: Sequence[HostReductionKernel] = ()) -> str:  # fmt: skip
+    """Compiles each element-wise ``(in_params, out_params, body)`` (every input
+    an array) and each reduction as a CUDA kernel to PTX with nvcc (device code,
+    no GPU needed); returns nvcc's error text, or ''."""
     parts = [preamble]
     for k, (in_params, out_params, body) in enumerate(bodies):
-        args, binds = _signature(_parse(in_params), _parse(out_params), " " * 4)
-        parts.append(
-            f'extern "C" __global__ void k{k}({args}) {{\n'
-            f"    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-            f"    if (i >= n) return;\n{binds}    {body}\n}}\n"
-        )
+        ins = _parse(in_params)
+        parts.append(elementwise_source(ins, _parse(out_params), [False] * len(ins), body, "", device=True, name=f"k{k}"))
+    for k, kernel in enumerate(reductions):
+        parts.append(kernel.preamble if kernel.preamble != preamble else "")
+        parts.append(kernel.source([False] * len(kernel.ins), device=True, name=f"r{k}"))
     src = _dir() / "check.cu"
     src.write_text("\n".join(parts))
     cmd = [NVCC, "-ptx", "-arch=compute_80", "--fmad=false", "-w", str(src), "-o", str(_dir() / "check.ptx")]
