@@ -1,6 +1,8 @@
 """On a CUDA GPU: generated fused element-wise kernels (``codegen_cuda``, one
 CuPy ElementwiseKernel a program) against the NumPy runner on CuPy's arrays
-(one CuPy kernel and one temporary a step), then whole programs built for
+(one CuPy kernel and one temporary a step); the generated norm and window
+kernels (``codegen_cuda_norm``, ``codegen_cuda_window``) against the
+step-by-step kernels (``HETVM_CUDA_CODEGEN=0``); then whole programs built for
 ``cuda`` against the same programs built for the CPU. Figures are printed,
 never asserted; it needs CuPy and a device and says so otherwise.
 
@@ -83,6 +85,49 @@ def fused_table(cp, sizes: list[int], reps: int) -> None:
             print(f"{name:16s} {size:10d} {t_gen * 1e6:13.1f} {t_run * 1e6:10.1f} {t_run / t_gen:6.2f}")
 
 
+# the generated norm / window kernels: name -> (op, attrs, input shapes, output shape)
+_CONV3 = {"strides": (1, 1), "padding": (1, 1, 1, 1)}
+OPS = {
+    "softmax 4096x128": ("nn.softmax", {"axis": -1}, [(4096, 128)], (4096, 128)),
+    "softmax 64x32768": ("nn.softmax", {"axis": -1}, [(64, 32768)], (64, 32768)),
+    "layer_norm 512x768": ("nn.layer_norm", {"axes": (-1,), "epsilon": 1e-5}, [(512, 768), (768,), (768,)], (512, 768)),
+    "rms_norm 512x4096": ("nn.rms_norm", {"axes": (-1,), "epsilon": 1e-6}, [(512, 4096), (4096,)], (512, 4096)),
+    "max_pool 3x3/2 64x112x112": ("nn.max_pool2d", {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1)},
+                                  [(1, 64, 112, 112)], (1, 64, 56, 56)),
+    "avg_pool 3x3/1 256x35x35": ("nn.avg_pool2d", {"pool_size": (3, 3), **_CONV3}, [(1, 256, 35, 35)], (1, 256, 35, 35)),
+    "depthwise 3x3 144x56x56": ("nn.conv2d", {**_CONV3, "groups": 144}, [(1, 144, 56, 56), (144, 1, 3, 3)],
+                                (1, 144, 56, 56)),
+    "depthwise 3x3/2 +bias,relu": ("nn.conv2d_bias_act", {"strides": (2, 2), "padding": (1, 1, 1, 1), "groups": 96,
+                                   "activation": "relu"}, [(1, 96, 112, 112), (96, 1, 3, 3), (96,)], (1, 96, 56, 56)),
+    "conv 3x3 64x56x56 +bias,relu": ("nn.conv2d_bias_act", {**_CONV3, "groups": 1, "activation": "relu"},
+                                     [(1, 64, 56, 56), (64, 64, 3, 3), (64,)], (1, 64, 56, 56)),
+}  # fmt: skip
+
+
+def ops_table(cp, reps: int) -> None:
+    """Each op's kernel with generated CUDA kernels on, then with them off
+    (``HETVM_CUDA_CODEGEN=0``: the step-by-step kernels on CuPy), and the
+    largest difference between the two outputs."""
+    import os
+
+    from hetvm.kernels.registry import bind_kernel
+
+    print(f"\n{'op':30s} {'generated us':>13s} {'steps us':>9s} {'ratio':>6s} {'max |diff|':>11s}")
+    for name, (op, attrs, shapes, out_shape) in OPS.items():
+        inputs = [cp.asarray(np.random.default_rng(i).standard_normal(s).astype(F)) for i, s in enumerate(shapes)]
+        times, outs = {}, {}
+        for setting in ("1", "0"):
+            os.environ["HETVM_CUDA_CODEGEN"] = setting
+            kernel = bind_kernel(op, "cuda", cp, attrs)
+            out = cp.empty(out_shape, F)
+            times[setting] = gpu_seconds(cp, lambda k=kernel, a=inputs, o=out: k(*a, o), reps)
+            outs[setting] = cp.asnumpy(out)
+        os.environ.pop("HETVM_CUDA_CODEGEN")
+        diff = float(np.max(np.abs(outs["1"] - outs["0"])))
+        t_gen, t_steps = times["1"], times["0"]
+        print(f"{name:30s} {t_gen * 1e6:13.1f} {t_steps * 1e6:9.1f} {t_steps / t_gen:6.2f} {diff:11.2e}")
+
+
 def models_table(cp, reps: int, corpus_dir: str | None) -> None:
     """The exported corpus's first setting (``corpus_dir``: another folder with a
     manifest, such as tools/export_held_out.py's): hetvm on the GPU against hetvm
@@ -134,13 +179,14 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--models", action="store_true", help="also whole corpus models, cuda vs cpu")
     ap.add_argument("--corpus-dir", default=None, help="the models' folder (default: the exported corpus)")
-    ap.add_argument("--no-kernels", action="store_true", help="skip the fused-kernel table")
+    ap.add_argument("--no-kernels", action="store_true", help="skip the kernel tables")
     args = ap.parse_args()
     cp = _gpu()
     if cp is None:
         sys.exit(0)
     if not args.no_kernels:
         fused_table(cp, [int(s) for s in args.sizes.split(",")], args.reps)
+        ops_table(cp, args.reps)
     if args.models:
         models_table(cp, max(3, args.reps // 4), args.corpus_dir)
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA checks a session runs when it is lent a GPU, in one go (device time is
 # short): the CuPy tests (generated fused kernels against the NumPy runner, the VM on
-# cuda), every ONNX conformance case on CUDA, then the fused-kernel and whole-model
+# cuda), every ONNX conformance case on CUDA, then the kernel tables (fused, norm and
+# window kernels, generated vs step-by-step) and whole-model
 # timings. Needs CuPy and a device; the
 # packages come from that machine's image, hetvm from this checkout (no install).
 # Writes its logs to $OUT (the device tool's folder) or ./gpu-check.
@@ -16,7 +17,8 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee "$out/gpu.txt"
 python3 -c "import cupy, numpy; print('cupy', cupy.__version__, 'numpy', numpy.__version__)" 2>&1 | tee -a "$out/gpu.txt"
 python3 -m pytest -q -p no:cacheprovider -rs \
-    tests/kernels/test_codegen_cuda.py tests/runtime/test_runtime_cuda.py 2>&1 | tee "$out/tests.txt"
+    tests/kernels/test_codegen_cuda.py tests/kernels/test_codegen_cuda_norm.py \
+    tests/kernels/test_codegen_cuda_window.py tests/runtime/test_runtime_cuda.py 2>&1 | tee "$out/tests.txt"
 HETVM_CONFORMANCE=full python3 -m pytest -q -p no:cacheprovider -n 8 -k cuda \
     tests/onnx_backend/test_conformance.py 2>&1 | tail -40 | tee "$out/conformance.txt"
 python3 benchmarks/cuda_fused.py "$@" 2>&1 | tee "$out/bench.txt"

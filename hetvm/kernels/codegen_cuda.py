@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .codegen_numba import INT_TRUNCATES, invalid_cast
-from .cuda_launch import FirstLaunch
+from .cuda_launch import FirstLaunch, enabled
 from .fused_program import STEP_OPS, NumpyRunner, check_broadcast, parse_ref
 
 __all__ = ["C_TYPES", "PRELUDE", "FMAD_OFF", "covers", "kernel_body", "generated_kernel"]
@@ -295,7 +295,7 @@ class _CupyKernel:
 
 def generated_kernel(xp: Any, program: tuple) -> Any:
     """A kernel of ``program`` for CuPy's arrays, or None where ``xp`` has no
-    ``ElementwiseKernel`` (NumPy)."""
-    if getattr(xp, "ElementwiseKernel", None) is None:
+    ``ElementwiseKernel`` (NumPy) or ``HETVM_CUDA_CODEGEN`` is ``0``."""
+    if getattr(xp, "ElementwiseKernel", None) is None or not enabled():
         return None
     return _CupyKernel(xp, program)

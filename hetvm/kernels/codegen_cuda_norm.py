@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from .codegen_cuda import C_TYPES, FMAD_OFF, PRELUDE
 from .common import as_ints
-from .cuda_launch import FirstLaunch
+from .cuda_launch import FirstLaunch, enabled
 
 __all__ = ["specializer"]
 
@@ -178,10 +178,10 @@ class _NormKernel:
 def specializer(op: str) -> Callable[[Any, dict], Any]:
     """The ``specialize`` hook of ``op``'s kernel: on an array module with
     CuPy's ``ReductionKernel``, a :class:`_NormKernel`; None (the registered
-    kernel as it is) on NumPy."""
+    kernel as it is) on NumPy or with ``HETVM_CUDA_CODEGEN=0``."""
 
     def specialize(xp: Any, attrs: dict) -> Any:
-        if getattr(xp, "ReductionKernel", None) is None:
+        if getattr(xp, "ReductionKernel", None) is None or not enabled():
             return None
         from .registry import get_kernel
 

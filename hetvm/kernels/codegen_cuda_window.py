@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .codegen_cuda import C_TYPES, FMAD_OFF, PRELUDE, int_literal
-from .cuda_launch import FirstLaunch
+from .cuda_launch import FirstLaunch, enabled
 
 __all__ = ["applies", "pool", "depthwise", "epilogue", "scale_shift"]
 
@@ -40,8 +40,9 @@ _LAUNCHES = FirstLaunch()
 
 
 def applies(xp: Any) -> bool:
-    """Whether ``xp`` is CuPy (or its stand-in): it has ``ElementwiseKernel``."""
-    return xp is not np and getattr(xp, "ElementwiseKernel", None) is not None
+    """Whether ``xp`` is CuPy (or its stand-in: it has ``ElementwiseKernel``) and
+    generated CUDA kernels are on."""
+    return xp is not np and getattr(xp, "ElementwiseKernel", None) is not None and enabled()
 
 
 def _kernel(xp: Any, in_params: str, out_params: str, body: str, name: str) -> Any:

@@ -143,7 +143,7 @@ def reduction_source(ins: list[Param], outs: list[Param], in_scalars: Sequence[b
     return (
         f"{'' if device else _HEADER}{preamble}\n"
         f"#define REDUCE(a, b) ({reduce_expr})\n#define POST_MAP(a) ({post_map_expr})\n"
-        f"typedef {reduce_type} _type_reduce;\n{head}"
+        f"{head}        typedef {reduce_type} _type_reduce;\n"
         f"        _type_reduce _s = _type_reduce({identity});\n"
         f"        for (long long _r = 0; _r < _n_red; ++_r) {{\n"
         f"{_binds(ins, in_scalars, '_o * _n_red + _r', pad, output=False)}"
@@ -193,18 +193,19 @@ class HostElementwiseKernel:
         self.operation, self.preamble = operation, preamble
         self.name, self.options, self.no_return = name, options, no_return
         self.calls = 0
+        self.scalars: list[bool] = [False] * len(self.ins)  # which inputs the last call passed as numbers
 
     @property
     def source(self) -> str:
-        """The source with every input an array (what most calls pass)."""
-        return elementwise_source(self.ins, self.outs, [False] * len(self.ins), self.operation, self.preamble)
+        """The host source for the last call's inputs (arrays or numbers)."""
+        return elementwise_source(self.ins, self.outs, self.scalars, self.operation, self.preamble)
 
     def __call__(self, *args: object) -> None:
         assert len(args) == len(self.ins) + len(self.outs)
         inputs, outputs = args[: len(self.ins)], args[len(self.ins) :]
         _check_dtypes(self.ins + self.outs, args)
         shape = outputs[0].shape
-        scalars = [_is_scalar(a) for a in inputs]
+        scalars = self.scalars = [_is_scalar(a) for a in inputs]
         c_in = []
         for p, a, scalar in zip(self.ins, inputs, scalars):
             if scalar:
@@ -213,9 +214,8 @@ class HostElementwiseKernel:
                 held = np.ascontiguousarray(a) if p.raw else np.ascontiguousarray(np.broadcast_to(a, shape))
                 c_in.append(held)
         flat_out = [np.empty(shape, o.dtype) for o in outputs]
-        source = elementwise_source(self.ins, self.outs, scalars, self.operation, self.preamble)
         ptrs = [_pointer(a) if isinstance(a, np.ndarray) else a for a in c_in + flat_out]
-        _library(source).run(ctypes.c_longlong(int(np.prod(shape, dtype=np.int64))), *ptrs)
+        _library(self.source).run(ctypes.c_longlong(int(np.prod(shape, dtype=np.int64))), *ptrs)
         for o, f in zip(outputs, flat_out):
             o[...] = f
         self.calls += 1
@@ -238,17 +238,20 @@ class HostReductionKernel:
         self.reduce_type = reduce_type or self.outs[0].ctype
         self.name, self.preamble, self.options = name, preamble, options
         self.calls = 0
+        self.scalars: list[bool] = [False] * len(self.ins)  # which inputs the last call passed as numbers
 
-    def source(self, in_scalars: Sequence[bool], *, device: bool = False, name: str = "run") -> str:
-        return reduction_source(self.ins, self.outs, in_scalars, *self.exprs, self.identity, self.reduce_type,
-                                self.preamble, device=device, name=name)  # fmt: skip
+    @property
+    def source(self) -> str:
+        """The host source for the last call's inputs (arrays or numbers)."""
+        return reduction_source(self.ins, self.outs, self.scalars, *self.exprs, self.identity, self.reduce_type,
+                                self.preamble)  # fmt: skip
 
     def __call__(self, *args: object, axis: int | Sequence[int] | None = None, keepdims: bool = False,
                  out: np.ndarray | None = None) -> np.ndarray | None:  # fmt: skip
         inputs, outputs = list(args[: len(self.ins)]), list(args[len(self.ins) :])
         if out is not None:
             outputs = [out]
-        scalars = [_is_scalar(a) for a in inputs]
+        scalars = self.scalars = [_is_scalar(a) for a in inputs]
         arrays = [a for a, s in zip(inputs, scalars) if not s]
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
         ndim = len(shape)
@@ -272,7 +275,7 @@ class HostReductionKernel:
         flat_out = [np.empty(n_out, o.dtype) for o in outputs]
         ptrs = [_pointer(a) if isinstance(a, np.ndarray) else a for a in c_in + flat_out]
         if n_out:
-            _library(self.source(scalars)).run(ctypes.c_longlong(n_out), ctypes.c_longlong(n_red), *ptrs)
+            _library(self.source).run(ctypes.c_longlong(n_out), ctypes.c_longlong(n_red), *ptrs)
         for o, f in zip(outputs, flat_out):
             o[...] = f.reshape(o.shape)
         self.calls += 1
@@ -404,20 +407,51 @@ class FakeCupy:
         return on_device
 
 
-def nvcc_check(bodies: list[tuple[str, str, str]], preamble: str,
-               reductions: Sequence[HostReductionKernel] = ()) -> str:  # fmt: skip
-    """Compiles each element-wise ``(in_params, out_params, body)`` (every input
-    an array) and each reduction as a CUDA kernel to PTX with nvcc (device code,
-    no GPU needed); returns nvcc's error text, or ''."""
-    parts = [preamble]
-    for k, (in_params, out_params, body) in enumerate(bodies):
-        ins = _parse(in_params)
-        parts.append(elementwise_source(ins, _parse(out_params), [False] * len(ins), body, "", device=True, name=f"k{k}"))
-    for k, kernel in enumerate(reductions):
-        parts.append(kernel.preamble if kernel.preamble != preamble else "")
-        parts.append(kernel.source([False] * len(kernel.ins), device=True, name=f"r{k}"))
+def nvcc_check_kernels(kernels: Sequence[HostElementwiseKernel | HostReductionKernel]) -> str:
+    """Compiles each kernel to PTX with nvcc (device code, no GPU needed), its
+    inputs arrays or numbers as in its last call; each distinct preamble once.
+    Returns nvcc's error text, or ''."""
+    preambles: list[str] = []
+    parts = []
+    for k, kernel in enumerate(kernels):
+        if kernel.preamble not in preambles:
+            preambles.append(kernel.preamble)
+        scalars = kernel.scalars
+        if isinstance(kernel, HostReductionKernel):
+            parts.append(reduction_source(kernel.ins, kernel.outs, scalars, *kernel.exprs, kernel.identity,
+                                          kernel.reduce_type, "", device=True, name=f"r{k}"))  # fmt: skip
+        else:
+            parts.append(elementwise_source(kernel.ins, kernel.outs, scalars, kernel.operation, "", device=True,
+                                            name=f"k{k}"))  # fmt: skip
     src = _dir() / "check.cu"
-    src.write_text("\n".join(parts))
+    src.write_text("\n".join(preambles + parts))
     cmd = [NVCC, "-ptx", "-arch=compute_80", "--fmad=false", "-w", str(src), "-o", str(_dir() / "check.ptx")]
     done = subprocess.run(cmd, capture_output=True, text=True)
     return done.stderr if done.returncode else ""
+
+
+def nvcc_check(bodies: list[tuple[str, str, str]], preamble: str) -> str:
+    """:func:`nvcc_check_kernels` of element-wise ``(in_params, out_params, body)``."""
+    return nvcc_check_kernels([HostElementwiseKernel(i, o, body, preamble=preamble) for i, o, body in bodies])
+
+
+class RecordingCupy(FakeCupy):
+    """:class:`FakeCupy` that keeps every kernel made through it (``made``), for
+    tests that count launches or compile the kernels with nvcc."""
+
+    def __init__(self) -> None:
+        self.made: list[HostElementwiseKernel | HostReductionKernel] = []
+        made = self.made
+
+        class Elementwise(HostElementwiseKernel):
+            def __init__(self, *args, **kwargs) -> None:
+                super().__init__(*args, **kwargs)
+                made.append(self)
+
+        class Reduction(HostReductionKernel):
+            def __init__(self, *args, **kwargs) -> None:
+                super().__init__(*args, **kwargs)
+                made.append(self)
+
+        self.ElementwiseKernel = Elementwise
+        self.ReductionKernel = Reduction

@@ -18,25 +18,9 @@ from hetvm.testing.cuda_host import CXX, NVCC, FakeCupy, HostElementwiseKernel, 
 from .fused_cases import F32, F64, FLOAT_PROGRAMS, SPECIAL, special
 
 
-def _gpu():
-    try:
-        import cupy
-
-        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
-    except Exception:  # no CuPy, or no driver
-        return None
-
-
-@pytest.fixture(params=["host", "cupy"])
-def xp(request):
-    if request.param == "host":
-        if CXX is None:
-            pytest.skip("no host C++ compiler")
-        return FakeCupy()
-    cupy = _gpu()
-    if cupy is None:
-        pytest.skip("no CuPy with a CUDA device")
-    return cupy
+@pytest.fixture
+def xp(cuda_xp):
+    return cuda_xp
 
 
 def _to(xp, a):
