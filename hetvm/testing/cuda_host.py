@@ -455,3 +455,21 @@ class RecordingCupy(FakeCupy):
 
         self.ElementwiseKernel = Elementwise
         self.ReductionKernel = Reduction
+
+
+class _Uncompilable:
+    """A kernel class whose every kernel fails at its first launch."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def __call__(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("nvrtc: error: identifier is undefined")
+
+
+class UncompilableCupy(FakeCupy):
+    """:class:`FakeCupy` whose generated kernels all fail to compile at their
+    first launch, as a template NVRTC rejects would: for the fallback tests."""
+
+    ElementwiseKernel = _Uncompilable
+    ReductionKernel = _Uncompilable

@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from hetvm.kernels.registry import bind_kernel, get_kernel
-from hetvm.testing.cuda_host import NVCC, FakeCupy, RecordingCupy, nvcc_check_kernels
+from hetvm.testing.cuda_host import (
+    NVCC,
+    FakeCupy,
+    RecordingCupy,
+    UncompilableCupy,
+    nvcc_check_kernels,
+)
 
 RNG = np.random.default_rng(11)
 TOL = {"float32": {"rtol": 1e-5, "atol": 1e-5}, "float64": {"rtol": 1e-12, "atol": 1e-12}, "int32": {}}
@@ -160,16 +166,8 @@ def test_uncovered_calls_run_the_numpy_kernels():
 
 
 def test_a_kernel_that_does_not_compile_falls_back_with_a_warning(caplog):
-    class Broken(FakeCupy):
-        class ElementwiseKernel:
-            def __init__(self, *args, **kwargs):
-                pass
-
-            def __call__(self, *args, **kwargs):
-                raise RuntimeError("nvrtc: error: expected an expression")
-
     attrs = {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1)}
-    xp = Broken()
+    xp = UncompilableCupy()
     with caplog.at_level("WARNING", logger="hetvm.codegen"):
         got, want = _run(xp, "nn.max_pool2d", attrs, [_image("float32")], (2, 3, 5, 6), "float32")
         again, _ = _run(xp, "nn.max_pool2d", attrs, [_image("float32")], (2, 3, 5, 6), "float32")
