@@ -10,7 +10,7 @@ Timing: CUDA events around ``--reps`` calls after two warm-up calls (the first
 call compiles), median of 5 rounds; a ratio above 1 means the generated kernel
 is faster.
 
-    python benchmarks/cuda_fused.py [--sizes 4096,1048576,16777216] [--models [--corpus-dir DIR]]
+    python benchmarks/cuda_fused.py [--sizes 4096,1048576,16777216] [--light] [--models [--corpus-dir DIR]]
 
 With ``PYTHONPATH=tools/fake_cupy`` it runs on the host's stand-in for CuPy:
 its times mean nothing, its ``agree`` column is a check of the CUDA code paths.
@@ -136,29 +136,46 @@ def models_table(cp, reps: int, corpus_dir: str | None) -> None:
 
     import onnx
 
-    import hetvm
     from hetvm.frontend import from_onnx
     from hetvm.testing.exported_corpus import CORPUS_DIR, draw_inputs, load_manifest
 
     print(f"\n{'model':44s} {'cuda ms':>8s} {'cpu ms':>8s} {'agree':>6s}")
     folder = corpus_dir or CORPUS_DIR
     for file, entry in load_manifest(folder).items():
-        model = onnx.load(os.path.join(folder, file))
-        mod = from_onnx(model)
         feeds = draw_inputs(entry, entry["settings"][0], 0)
-        args = [feeds[i["name"]] for i in entry["inputs"]]
-        timings, results = {}, {}
-        for target in ("cuda", "llvm"):
-            fn = hetvm.VirtualMachine(hetvm.build(mod, target=target))["main"]  # its devices
-            results[target] = fn(*args)
-            best = float("inf")
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                fn(*args)
-                best = min(best, time.perf_counter() - t0)
-            timings[target] = best
-        agree = _agree(results["cuda"], results["llvm"])
-        print(f"{file:44s} {timings['cuda'] * 1e3:8.2f} {timings['llvm'] * 1e3:8.2f} {agree:>6s}")
+        _compare(file, from_onnx(onnx.load(os.path.join(folder, file))), [feeds[i["name"]] for i in entry["inputs"]],
+                 reps)  # fmt: skip
+
+
+def light_table(reps: int) -> None:
+    """The light ONNX CNNs (their pooling, depthwise convolutions and epilogues
+    run the generated window kernels on cuda), cuda against the CPU."""
+    from hetvm.frontend import from_onnx
+    from hetvm.testing.light_models import light_input, light_names, load_light
+
+    print(f"\n{'model':44s} {'cuda ms':>8s} {'cpu ms':>8s} {'agree':>6s}")
+    for name in light_names():
+        model = load_light(name)
+        _compare(name, from_onnx(model), [light_input(model)], reps)
+
+
+def _compare(name: str, mod, args: list, reps: int) -> None:
+    """One row: ``mod`` built for cuda and for the CPU, best wall time of each
+    over ``reps`` calls, and whether the outputs agree."""
+    import hetvm
+
+    timings, results = {}, {}
+    for target in ("cuda", "llvm"):
+        fn = hetvm.VirtualMachine(hetvm.build(mod, target=target))["main"]  # its devices
+        results[target] = fn(*args)
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn(*args)
+            best = min(best, time.perf_counter() - t0)
+        timings[target] = best
+    agree = _agree(results["cuda"], results["llvm"])
+    print(f"{name:44s} {timings['cuda'] * 1e3:8.2f} {timings['llvm'] * 1e3:8.2f} {agree:>6s}")
 
 
 def _agree(a, b) -> str:
@@ -178,6 +195,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="4096,1048576,16777216")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--models", action="store_true", help="also whole corpus models, cuda vs cpu")
+    ap.add_argument("--light", action="store_true", help="also the light ONNX CNNs, cuda vs cpu")
     ap.add_argument("--corpus-dir", default=None, help="the models' folder (default: the exported corpus)")
     ap.add_argument("--no-kernels", action="store_true", help="skip the kernel tables")
     args = ap.parse_args()
@@ -187,6 +205,8 @@ def main() -> None:
     if not args.no_kernels:
         fused_table(cp, [int(s) for s in args.sizes.split(",")], args.reps)
         ops_table(cp, args.reps)
+    if args.light:
+        light_table(max(3, args.reps // 4))
     if args.models:
         models_table(cp, max(3, args.reps // 4), args.corpus_dir)
 

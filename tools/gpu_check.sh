@@ -8,7 +8,7 @@
 # Writes its logs to $OUT (the device tool's folder) or ./gpu-check.
 #
 #     bash tools/gpu_check.sh            # tests + fused-kernel table (~2 min)
-#     bash tools/gpu_check.sh --models   # also every corpus model, cuda vs cpu
+#     bash tools/gpu_check.sh --light --models   # also the light CNNs and every corpus model, cuda vs cpu
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-gpu-check}"
