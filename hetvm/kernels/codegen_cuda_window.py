@@ -12,7 +12,8 @@ output written once.
 
 The geometry (window, strides, dilation, padding) is written into the kernel
 as literals; the input's sizes are scalar arguments, so a model's shapes do
-not each compile a kernel. Semantics are the NumPy kernels': max pooling
+not each compile a kernel, and index arithmetic is 32-bit below 2**31
+elements (64-bit above). Semantics are the NumPy kernels': max pooling
 propagates NaN and gives the dtype's lowest value for a window wholly in
 padding; average pooling divides by the count of cells that count (the input's,
 or with ``count_include_pad`` also the explicit padding's); a depthwise padding
@@ -51,10 +52,27 @@ def _kernel(xp: Any, in_params: str, out_params: str, body: str, name: str) -> A
 
 
 _UNRAVEL = """\
-const long long ow = i % OW;
-const long long oh = (i / OW) % OH;
-const long long plane = i / (OW * OH);
+const hv_index e = (hv_index)i;
+const hv_index ow = e % OW;
+const hv_index oh = (e / OW) % OH;
+const hv_index plane = e / (OW * OH);
 """
+
+#: tensors below this many elements index in 32-bit arithmetic (a GPU divides
+#: 64-bit integers in software: the output index is unravelled by divisions)
+_NARROW_MAX = (1 << 31) - 1
+
+
+def _narrow(body: str, sizes: str, wide: bool) -> tuple[str, str]:
+    """The body with its index type ``hv_index`` defined, and the size
+    parameters (``"H, W"``) declared: 64-bit, or 32-bit where every tensor has
+    fewer than 2**31 elements (``wide`` False)."""
+    c_type, dtype = ("long long", "int64") if wide else ("int", "int32")
+    return f"typedef {c_type} hv_index;\n{body}", ", ".join(f"{dtype} {n.strip()}" for n in sizes.split(","))
+
+
+def _wide(*arrays: Any) -> bool:
+    return max(a.size for a in arrays) > _NARROW_MAX
 
 
 def _act(expr: str, t: str, relu: bool) -> str:
@@ -63,7 +81,7 @@ def _act(expr: str, t: str, relu: bool) -> str:
 
 @functools.cache
 def _pool_kernel(xp: Any, dtype: str, is_max: bool, k: tuple, s: tuple, d: tuple, pads: tuple,
-                 explicit: tuple, include_pad: bool, bias: bool, relu: bool) -> Any:  # fmt: skip
+                 explicit: tuple, include_pad: bool, bias: bool, relu: bool, wide: bool) -> Any:  # fmt: skip
     """One pool, its geometry in literals. ``pads`` are (top, left) and
     ``explicit`` the attribute's (bottom, right): the average counts them."""
     t = C_TYPES[dtype]
@@ -73,15 +91,15 @@ def _pool_kernel(xp: Any, dtype: str, is_max: bool, k: tuple, s: tuple, d: tuple
         lowest = f"-hv_inf_{'f' if dtype == 'float32' else 'd'}()" if dtype in _FLOATS else int_literal(np.iinfo(dtype).min, dtype)
         lines.append(f"{t} acc = {lowest};")
     else:
-        lines.append(f"{t} acc = ({t})0;\nlong long ch = 0, cw = 0;")
+        lines.append(f"{t} acc = ({t})0;\nhv_index ch = 0, cw = 0;")
     lines.append(f"for (int kh = 0; kh < {kh}; ++kh) {{\n"
-                 f"  const long long ih = oh * {sh} - {pt} + kh * {dh};")  # fmt: skip
+                 f"  const hv_index ih = oh * {sh} - {pt} + kh * {dh};")  # fmt: skip
     if not is_max:
         lo, hi = ("0", f"H + {pt + pb}") if include_pad else (f"{pt}", f"{pt} + H")
         lines.append(f"  if (ih + {pt} >= {lo} && ih + {pt} < {hi}) ++ch;")
     lines.append("  if (ih < 0 || ih >= H) continue;\n"
                  f"  for (int kw = 0; kw < {kw}; ++kw) {{\n"
-                 f"    const long long iw = ow * {sw} - {pl} + kw * {dw};\n"
+                 f"    const hv_index iw = ow * {sw} - {pl} + kw * {dw};\n"
                  "    if (iw < 0 || iw >= W) continue;\n"
                  "    const " + t + " v = x[(plane * H + ih) * W + iw];\n"
                  + ("    acc = hv_max<" + t + ">(acc, v);\n" if is_max else "    acc = acc + v;\n")
@@ -91,12 +109,13 @@ def _pool_kernel(xp: Any, dtype: str, is_max: bool, k: tuple, s: tuple, d: tuple
     else:
         lo, hi = ("0", f"W + {pl + pr}") if include_pad else (f"{pl}", f"{pl} + W")
         lines.append(f"for (int kw = 0; kw < {kw}; ++kw) {{\n"
-                     f"  const long long p = ow * {sw} + kw * {dw};\n  if (p >= {lo} && p < {hi}) ++cw;\n}}\n"
-                     f"const long long count = ch * cw > 0 ? ch * cw : 1;")  # fmt: skip
+                     f"  const hv_index p = ow * {sw} + kw * {dw};\n  if (p >= {lo} && p < {hi}) ++cw;\n}}\n"
+                     f"const hv_index count = ch * cw > 0 ? ch * cw : 1;")  # fmt: skip
         value = f"acc / ({t})count"
     lines.append(f"y = {_act(value, t, relu)};")
-    params = f"raw {dtype} x, int64 H, int64 W, int64 OH, int64 OW" + (f", raw {dtype} b, int64 C" if bias else "")
-    return _kernel(xp, params, f"{dtype} y", "\n".join(lines), "max_pool2d" if is_max else "avg_pool2d")
+    body, sizes = _narrow("\n".join(lines), "H, W, OH, OW" + (", C" if bias else ""), wide)
+    params = f"raw {dtype} x" + (f", raw {dtype} b" if bias else "") + f", {sizes}"
+    return _kernel(xp, params, f"{dtype} y", body, "max_pool2d" if is_max else "avg_pool2d")
 
 
 def _ints(values: Sequence[Any]) -> tuple[int, ...]:
@@ -120,33 +139,34 @@ def pool(xp: Any, attrs: dict, x: Any, out: Any, *, is_max: bool, bias: Any = No
     s, d = _ints(attrs.get("strides", (1, 1))), _ints(attrs.get("dilation", (1, 1)))
     pt, pl, pb, pr = _ints(attrs.get("padding", (0, 0, 0, 0)))
     include_pad = bool(attrs.get("count_include_pad", False)) and not is_max
-    kernel = _pool_kernel(xp, dtype, is_max, k, s, d, (pt, pl), (pb, pr), include_pad, bias is not None, relu)
+    kernel = _pool_kernel(xp, dtype, is_max, k, s, d, (pt, pl), (pb, pr), include_pad, bias is not None, relu,
+                          _wide(x, out))  # fmt: skip
     n, c, h, w = x.shape
-    args = [xp.ascontiguousarray(x), h, w, out.shape[2], out.shape[3]]
-    if bias is not None:
-        args += [xp.ascontiguousarray(bias), c]
+    args = [xp.ascontiguousarray(x)] + ([xp.ascontiguousarray(bias)] if bias is not None else [])
+    args += [h, w, out.shape[2], out.shape[3]] + ([c] if bias is not None else [])
     return _LAUNCHES.run(kernel, lambda: kernel(*args, out))
 
 
 @functools.cache
 def _depthwise_kernel(xp: Any, dtype: str, k: tuple, s: tuple, d: tuple, pads: tuple, bias: bool,
-                      relu: bool) -> Any:  # fmt: skip
+                      relu: bool, wide: bool) -> Any:  # fmt: skip
     t = C_TYPES[dtype]
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = k, s, d, pads
     body = (
-        f"{_UNRAVEL}const long long o = plane % O;\nconst long long n = plane / O;\n"
+        f"{_UNRAVEL}const hv_index o = plane % O;\nconst hv_index n = plane / O;\n"
         f"const {t}* img = &x[(n * C + o / MULT) * H * W];\nconst {t}* taps = &w[o * {kh * kw}];\n"
         f"{t} acc = ({t})0;\n"
         f"for (int kh = 0; kh < {kh}; ++kh) {{\n"
-        f"  const long long ih = oh * {sh} - {pt} + kh * {dh};\n"
+        f"  const hv_index ih = oh * {sh} - {pt} + kh * {dh};\n"
         f"  for (int kw = 0; kw < {kw}; ++kw) {{\n"
-        f"    const long long iw = ow * {sw} - {pl} + kw * {dw};\n"
+        f"    const hv_index iw = ow * {sw} - {pl} + kw * {dw};\n"
         f"    const {t} v = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? img[ih * W + iw] : ({t})0;\n"
         f"    acc = acc + v * taps[kh * {kw} + kw];\n  }}\n}}\n"
         f"y = {_act('acc + b[o]' if bias else 'acc', t, relu)};"
     )
-    params = f"raw {dtype} x, raw {dtype} w, int64 C, int64 H, int64 W, int64 O, int64 MULT, int64 OH, int64 OW"
-    return _kernel(xp, params + (f", raw {dtype} b" if bias else ""), f"{dtype} y", body, "depthwise_conv2d")
+    body, sizes = _narrow(body, "C, H, W, O, MULT, OH, OW", wide)
+    params = f"raw {dtype} x, raw {dtype} w" + (f", raw {dtype} b" if bias else "") + f", {sizes}"
+    return _kernel(xp, params, f"{dtype} y", body, "depthwise_conv2d")
 
 
 def depthwise(xp: Any, x: Any, weight: Any, out: Any, geo: Any, bias: Any = None, relu: bool = False) -> bool:
@@ -163,10 +183,10 @@ def depthwise(xp: Any, x: Any, weight: Any, out: Any, geo: Any, bias: Any = None
     if bias is not None and (bias.dtype != x.dtype or bias.shape != (o,)):
         return False
     kernel = _depthwise_kernel(xp, dtype, tuple(weight.shape[2:]), _ints(geo.strides), _ints(geo.dilation),
-                               _ints(geo.pads[:2]), bias is not None, relu)  # fmt: skip
-    args = [xp.ascontiguousarray(x), xp.ascontiguousarray(weight), c, h, w, o, o // c, out.shape[2], out.shape[3]]
-    if bias is not None:
-        args.append(xp.ascontiguousarray(bias))
+                               _ints(geo.pads[:2]), bias is not None, relu, _wide(x, out))  # fmt: skip
+    args = [xp.ascontiguousarray(x), xp.ascontiguousarray(weight)]
+    args += [xp.ascontiguousarray(bias)] if bias is not None else []
+    args += [c, h, w, o, o // c, out.shape[2], out.shape[3]]
     return _LAUNCHES.run(kernel, lambda: kernel(*args, out))
 
 

@@ -10,6 +10,7 @@ GPU is at hand."""
 import numpy as np
 import pytest
 
+from hetvm.kernels import codegen_cuda_window
 from hetvm.kernels.registry import bind_kernel, get_kernel
 from hetvm.testing.cuda_host import (
     NVCC,
@@ -152,6 +153,22 @@ def test_scale_shift(cuda_xp, activation):
     assert _launched(cuda_xp, "epilogue") in (None, 1)
 
 
+@pytest.mark.parametrize("wide", [False, True])
+def test_32_and_64_bit_indexing_agree(cuda_xp, monkeypatch, wide):
+    if wide:  # as for a tensor of 2**31 elements or more
+        monkeypatch.setattr(codegen_cuda_window, "_NARROW_MAX", 0)
+    x = _image("float32")
+    got, want = _run(cuda_xp, "nn.avg_pool2d", POOLS[0][0], [x], (2, 3, 5, 6), "float32")
+    np.testing.assert_allclose(got, want, equal_nan=True, **TOL["float32"])
+    weight = RNG.standard_normal((3, 1, 3, 3)).astype("float32")
+    got, want = _run(cuda_xp, "nn.conv2d", {"strides": (2, 2), "padding": (1, 1, 1, 1), "groups": 3}, [x, weight],
+                     (2, 3, 5, 6), "float32")  # fmt: skip
+    np.testing.assert_allclose(got, want, equal_nan=True, **TOL["float32"])
+    if isinstance(cuda_xp, RecordingCupy):
+        assert all(("typedef long long hv_index;" if wide else "typedef int hv_index;") in k.operation
+                   for k in cuda_xp.made)  # fmt: skip
+
+
 def test_uncovered_calls_run_the_numpy_kernels():
     xp = RecordingCupy()
     x = RNG.integers(-9, 9, (1, 2, 6, 6)).astype("int32")  # integer average pooling
@@ -175,7 +192,7 @@ def test_a_kernel_that_does_not_compile_falls_back_with_a_warning(caplog):
     assert sum("failed to compile" in r.getMessage() for r in caplog.records) == 1
 
 
-def test_every_kernel_compiles_for_the_gpu():
+def test_every_kernel_compiles_for_the_gpu(monkeypatch):
     if NVCC is None:
         pytest.skip("no nvcc")
     xp = RecordingCupy()
@@ -192,7 +209,10 @@ def test_every_kernel_compiles_for_the_gpu():
         _run(xp, "nn.conv2d_bias_add_act", {"strides": (1, 1), "padding": (1, 1, 1, 1), "groups": 1,
              "activation": "relu"}, [x, np.ones((3, 3, 3, 3), dtype), w[:, 0, 0, 0], x], x.shape, dtype)  # fmt: skip
         _run(xp, "nn.scale_shift_act", {"activation": "none"}, [x, w[:, 0, 0, 0], w[:, 0, 0, 1]], x.shape, dtype)
-    _run(xp, "nn.max_pool2d", POOLS[0][0], [_image("int32")], (2, 3, 5, 6), "int32")
-    assert len(xp.made) == 2 * 7 + 1
+    _run(xp, "nn.max_pool2d", POOLS[0][0], [_image("int64")], (2, 3, 5, 6), "int64")
+    monkeypatch.setattr(codegen_cuda_window, "_NARROW_MAX", 0)  # 64-bit indexing
+    _run(xp, "nn.max_pool2d", POOLS[0][0], [_image("int64")], (2, 3, 5, 6), "int64")
+    _run(xp, "nn.conv2d", {"strides": (1, 1), "padding": (1, 1, 1, 1), "groups": 3}, [x, w], x.shape, dtype)
+    assert len(xp.made) == 2 * 7 + 3
     errors = nvcc_check_kernels(xp.made)
     assert errors == "", errors
