@@ -101,10 +101,6 @@ def _rms_norm_finish(xp: Any, x_dtype: str, w_dtype: str, out_dtype: str) -> Any
                         x=x_dtype, w=w_dtype, o=out_dtype, T=C_TYPES[out_dtype])  # fmt: skip
 
 
-def _stats_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(1 if d in axes else n for d, n in enumerate(shape))
-
-
 def _along(v: Any, shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
     """A per-normalised-element parameter (gamma, beta, weight) shaped to broadcast."""
     return v.reshape([n if d in axes else 1 for d, n in enumerate(shape)])
@@ -115,8 +111,13 @@ class _NormKernel:
     covered and the kernels compiled, the step-by-step ``generic`` otherwise."""
 
     def __init__(self, xp: Any, op: str, attrs: dict, generic: Callable[..., None]) -> None:
-        self.xp, self.op, self.attrs, self.generic = xp, op, attrs, generic
+        self.xp, self.op, self.generic = xp, op, generic
         self.first_launch = FirstLaunch()
+        # the attributes, parsed once at bind time (axes still need the rank of a call's x)
+        self.axis = int(attrs.get("axis", -1))
+        self.axes = tuple(int(a) for a in as_ints(attrs.get("axes", (-1,))))
+        self.eps = float(attrs.get("epsilon", 1e-5))
+        self.scale, self.center = bool(attrs.get("scale", True)), bool(attrs.get("center", True))
         self.launches = {"nn.softmax": self._softmax, "nn.log_softmax": self._softmax,
                          "nn.layer_norm": self._layer_norm, "nn.rms_norm": self._rms_norm}[op]  # fmt: skip
 
@@ -130,7 +131,7 @@ class _NormKernel:
         dtype = str(x.dtype)
         if dtype not in _FLOATS or out.dtype != x.dtype or out.shape != x.shape:
             return None
-        axis = int(self.attrs.get("axis", -1)) % x.ndim
+        axis = self.axis % x.ndim
         xp, log = self.xp, self.op == "nn.log_softmax"
 
         def launch() -> None:
@@ -142,14 +143,12 @@ class _NormKernel:
 
     def _layer_norm(self, x: Any, gamma: Any, beta: Any, out: Any) -> Any:
         dtype = str(x.dtype)
-        scale, center = bool(self.attrs.get("scale", True)), bool(self.attrs.get("center", True))
+        scale, center = self.scale, self.center
         params = ([gamma] if scale else []) + ([beta] if center else [])
         if dtype not in _FLOATS or out.dtype != x.dtype or out.shape != x.shape or any(p.dtype != x.dtype for p in params):
             return None
-        axes = tuple(sorted({a % x.ndim for a in as_ints(self.attrs.get("axes", (-1,)))}))
-        count = float(math.prod(x.shape[a] for a in axes))
-        eps = float(self.attrs.get("epsilon", 1e-5))
-        xp = self.xp
+        axes = tuple(sorted({a % x.ndim for a in self.axes}))
+        count, eps, xp = float(math.prod(x.shape[a] for a in axes)), self.eps, self.xp
         shaped = [_along(p, x.shape, axes) for p in params]
 
         def launch() -> None:
@@ -163,9 +162,8 @@ class _NormKernel:
         dtypes = (str(x.dtype), str(weight.dtype), str(out.dtype))
         if any(d not in _FLOATS for d in dtypes) or out.shape != x.shape:
             return None
-        axes = tuple(sorted({int(a) % x.ndim for a in self.attrs["axes"]}))
-        count = float(math.prod(x.shape[a] for a in axes))
-        eps = float(self.attrs["epsilon"])
+        axes = tuple(sorted({a % x.ndim for a in self.axes}))
+        count, eps = float(math.prod(x.shape[a] for a in axes)), self.eps
         xp, w = self.xp, _along(weight, x.shape, axes)
 
         def launch() -> None:
